@@ -1,0 +1,127 @@
+#include "replayssm/compare.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <regex>
+#include <sstream>
+
+#include "replayssm/error.hpp"
+
+namespace replayssm {
+
+std::string Tolerance::str() const {
+  std::ostringstream os;
+  os.precision(6);
+  switch (kind) {
+    case Kind::Exact: return "exact";
+    case Kind::AllClose: os << "allclose(atol=" << atol << ",rtol=" << rtol << ")"; return os.str();
+    case Kind::RelRms: os << "rel_rms(" << ratio << ")"; return os.str();
+  }
+  return "exact";
+}
+
+Tolerance Tolerance::parse(const std::string& text, const std::string& field) {
+  if (text == "exact") return exact();
+  static const std::regex ac(R"(allclose\(atol=([0-9.eE+-]+),rtol=([0-9.eE+-]+)\))");
+  static const std::regex rr(R"(rel_rms\(([0-9.eE+-]+)\))");
+  std::smatch m;
+  try {
+    if (std::regex_match(text, m, ac)) {
+      const double a = std::stod(m[1].str()), r = std::stod(m[2].str());
+      require(a >= 0 && r >= 0, field, "negative tolerance in '", text, "'");
+      return allclose(a, r);
+    }
+    if (std::regex_match(text, m, rr)) {
+      const double q = std::stod(m[1].str());
+      require(q >= 0, field, "negative tolerance in '", text, "'");
+      return rel_rms(q);
+    }
+  } catch (const std::logic_error&) {
+    // fall through to the error below (std::stod failures)
+  }
+  fail(field, "cannot parse tolerance '", text, "' (expected exact, allclose(atol=A,rtol=R) or rel_rms(Q))");
+}
+
+namespace {
+bool same_bits(double a, double b) {
+  std::uint64_t x, y;
+  std::memcpy(&x, &a, 8);
+  std::memcpy(&y, &b, 8);
+  return x == y;
+}
+std::string fmt(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", x);
+  return buf;
+}
+}  // namespace
+
+CompareReport compare(const std::vector<double>& ref, const std::vector<double>& got, const Tolerance& tol) {
+  CompareReport r;
+  if (ref.size() != got.size()) {
+    r.ok = false;
+    r.message = "FAIL length mismatch: ref has " + std::to_string(ref.size()) + " elements, got has " +
+                std::to_string(got.size());
+    return r;
+  }
+  r.count = ref.size();
+  double sum_d2 = 0.0, sum_r2 = 0.0;
+  double worst_score = -1.0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double a = ref[i], b = got[i];
+    bool bad = false;
+    double score = 0.0;  // larger = worse
+    if (!std::isfinite(a) || !std::isfinite(b)) {
+      // Non-finite values: identical bits always agree; for tolerance kinds any NaN matches any NaN.
+      bad = !(same_bits(a, b) || (tol.kind != Tolerance::Kind::Exact && std::isnan(a) && std::isnan(b)));
+      score = bad ? HUGE_VAL : 0.0;
+    } else {
+      const double d = std::fabs(a - b);
+      sum_d2 += d * d;
+      sum_r2 += a * a;
+      if (d > r.max_abs) r.max_abs = d;
+      switch (tol.kind) {
+        case Tolerance::Kind::Exact:
+          bad = !same_bits(a, b);
+          score = bad ? (d > 0 ? d : 1e-300) : 0.0;
+          break;
+        case Tolerance::Kind::AllClose: {
+          const double bound = tol.atol + tol.rtol * std::fabs(a);
+          score = bound > 0 ? d / bound : (d > 0 ? HUGE_VAL : 0.0);
+          bad = d > bound;
+          if (score > r.worst_excess) r.worst_excess = score;
+          break;
+        }
+        case Tolerance::Kind::RelRms: score = d; break;
+      }
+    }
+    if (bad) ++r.mismatches;
+    if (score > worst_score) {
+      worst_score = score;
+      r.worst_index = i;
+      r.worst_ref = a;
+      r.worst_got = b;
+    }
+  }
+  r.rel_rms = sum_r2 > 0 ? std::sqrt(sum_d2 / sum_r2) : (sum_d2 > 0 ? HUGE_VAL : 0.0);
+  r.ok = r.mismatches == 0;
+  if (tol.kind == Tolerance::Kind::RelRms && !(r.rel_rms <= tol.ratio)) r.ok = false;
+  std::ostringstream os;
+  os << (r.ok ? "ok" : "FAIL") << " [" << tol.str() << "] n=" << r.count << " mismatches=" << r.mismatches
+     << " max_abs=" << fmt(r.max_abs) << " rel_rms=" << fmt(r.rel_rms);
+  if (tol.kind == Tolerance::Kind::AllClose) os << " worst_excess=" << fmt(r.worst_excess);
+  if (r.count) os << " worst@" << r.worst_index << " ref=" << fmt(r.worst_ref) << " got=" << fmt(r.worst_got);
+  r.message = os.str();
+  return r;
+}
+
+CompareReport compare(const std::vector<float>& ref, const std::vector<float>& got, const Tolerance& tol) {
+  return compare(std::vector<double>(ref.begin(), ref.end()), std::vector<double>(got.begin(), got.end()), tol);
+}
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
+}  // namespace replayssm

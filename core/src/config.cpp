@@ -1,0 +1,152 @@
+#include "replayssm/config.hpp"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "replayssm/error.hpp"
+
+namespace replayssm {
+
+std::string to_string(Op o) { return o == Op::GDN ? "gdn" : "kda"; }
+std::string to_string(StateLayout l) { return l == StateLayout::KV ? "kv" : "vk"; }
+std::string to_string(L2Norm n) {
+  switch (n) {
+    case L2Norm::RsqrtMul: return "rsqrt_mul";
+    case L2Norm::DivSqrt: return "div_sqrt";
+    case L2Norm::None: return "none";
+  }
+  return "none";
+}
+std::string to_string(KdaGate g) { return g == KdaGate::Softplus ? "softplus" : "lower_bound_sigmoid"; }
+
+Op parse_op(const std::string& s, const std::string& field) {
+  if (s == "gdn") return Op::GDN;
+  if (s == "kda") return Op::KDA;
+  fail(field, "unknown op '", s, "' (expected gdn or kda)");
+}
+StateLayout parse_layout(const std::string& s, const std::string& field) {
+  if (s == "kv") return StateLayout::KV;
+  if (s == "vk") return StateLayout::VK;
+  fail(field, "unknown state layout '", s, "' (expected kv or vk)");
+}
+L2Norm parse_l2norm(const std::string& s, const std::string& field) {
+  if (s == "rsqrt_mul") return L2Norm::RsqrtMul;
+  if (s == "div_sqrt") return L2Norm::DivSqrt;
+  if (s == "none") return L2Norm::None;
+  fail(field, "unknown l2norm form '", s, "' (expected rsqrt_mul, div_sqrt or none)");
+}
+KdaGate parse_kda_gate(const std::string& s, const std::string& field) {
+  if (s == "softplus") return KdaGate::Softplus;
+  if (s == "lower_bound_sigmoid") return KdaGate::LowerBoundSigmoid;
+  fail(field, "unknown KDA gate '", s, "' (expected softplus or lower_bound_sigmoid)");
+}
+
+double ModelConfig::scale() const { return q_scale != 0.0 ? q_scale : 1.0 / std::sqrt(static_cast<double>(K)); }
+
+void ModelConfig::validate() const {
+  require(H >= 1, "H", "must be >= 1, got ", H);
+  require(HV >= 1, "HV", "must be >= 1, got ", HV);
+  require(HV % H == 0, "HV", "must be a multiple of H (GVA), got HV=", HV, " H=", H);
+  require(K >= 1 && K <= 1024, "K", "must be in [1, 1024], got ", K);
+  require(V >= 1 && V <= 1024, "V", "must be in [1, 1024], got ", V);
+  require(num_layers >= 1, "num_layers", "must be >= 1, got ", num_layers);
+  require(std::isfinite(l2_eps) && l2_eps >= 0, "l2_eps", "must be finite and >= 0");
+  require(std::isfinite(q_scale) && q_scale >= 0, "q_scale", "must be finite and >= 0 (0 = K^-1/2)");
+  require(std::isfinite(lower_bound) && lower_bound < 0, "lower_bound", "must be finite and < 0");
+  require(act_dtype == DType::F32 || act_dtype == DType::BF16, "act_dtype", "must be F32 or BF16, got ",
+          std::string(dtype_name(act_dtype)));
+  require(state_dtype == DType::F32 || state_dtype == DType::BF16, "state_dtype", "must be F32 or BF16, got ",
+          std::string(dtype_name(state_dtype)));
+}
+
+nlohmann::json to_json(const ModelConfig& c) {
+  return nlohmann::json{{"name", c.name},
+                        {"op", to_string(c.op)},
+                        {"H", c.H},
+                        {"HV", c.HV},
+                        {"K", c.K},
+                        {"V", c.V},
+                        {"num_layers", c.num_layers},
+                        {"l2norm", to_string(c.l2norm)},
+                        {"l2_eps", c.l2_eps},
+                        {"q_scale", c.q_scale},
+                        {"round_beta_to_act", c.round_beta_to_act},
+                        {"kda_gate", to_string(c.kda_gate)},
+                        {"lower_bound", c.lower_bound},
+                        {"act_dtype", std::string(dtype_name(c.act_dtype))},
+                        {"state_dtype", std::string(dtype_name(c.state_dtype))},
+                        {"layout", to_string(c.layout)}};
+}
+
+ModelConfig config_from_json(const nlohmann::json& j) {
+  require(j.is_object(), "config", "must be a JSON object");
+  ModelConfig c;
+  auto get = [&](const char* key, auto& dst) {
+    if (!j.contains(key)) return;
+    try {
+      j.at(key).get_to(dst);
+    } catch (const nlohmann::json::exception& e) {
+      fail(std::string("config.") + key, "wrong JSON type: ", e.what());
+    }
+  };
+  std::string s;
+  get("name", c.name);
+  if (j.contains("op")) { get("op", s); c.op = parse_op(s, "config.op"); }
+  get("H", c.H);
+  get("HV", c.HV);
+  get("K", c.K);
+  get("V", c.V);
+  get("num_layers", c.num_layers);
+  if (j.contains("l2norm")) { get("l2norm", s); c.l2norm = parse_l2norm(s, "config.l2norm"); }
+  get("l2_eps", c.l2_eps);
+  get("q_scale", c.q_scale);
+  get("round_beta_to_act", c.round_beta_to_act);
+  if (j.contains("kda_gate")) { get("kda_gate", s); c.kda_gate = parse_kda_gate(s, "config.kda_gate"); }
+  get("lower_bound", c.lower_bound);
+  if (j.contains("act_dtype")) { get("act_dtype", s); c.act_dtype = parse_dtype(s, "config.act_dtype"); }
+  if (j.contains("state_dtype")) { get("state_dtype", s); c.state_dtype = parse_dtype(s, "config.state_dtype"); }
+  if (j.contains("layout")) { get("layout", s); c.layout = parse_layout(s, "config.layout"); }
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    throw Error("config." + e.field(), std::string(e.what()).substr(e.field().size() + 2));
+  }
+  return c;
+}
+
+namespace {
+ModelConfig make(const char* name, Op op, int H, int HV, int K, int V, int layers) {
+  ModelConfig c;
+  c.name = name;
+  c.op = op;
+  c.H = H;
+  c.HV = HV;
+  c.K = K;
+  c.V = V;
+  c.num_layers = layers;
+  return c;
+}
+}  // namespace
+
+std::vector<std::string> preset_names() {
+  return {"qwen3.5", "qwen3-next", "kimi-linear", "tiny-gdn", "tiny-kda", "small-gva3", "small-kv-neq", "small-gva8"};
+}
+
+ModelConfig preset(const std::string& name) {
+  // Real dimensions: Qwen3.5 (HF configuration_qwen3_5.py: linear H=16, HV=32, K=V=128, 24 of 32 layers GDN),
+  // Qwen3-Next-80B-A3B (36 of 48 layers GDN), Kimi-Linear-48B-A3B (20 KDA layers, 32 heads of 128, softplus gate).
+  if (name == "qwen3.5") return make("qwen3.5", Op::GDN, 16, 32, 128, 128, 24);
+  if (name == "qwen3-next") return make("qwen3-next", Op::GDN, 16, 32, 128, 128, 36);
+  if (name == "kimi-linear") return make("kimi-linear", Op::KDA, 32, 32, 128, 128, 20);
+  // Small presets for fast tests: same code paths, hand-sized dimensions.
+  if (name == "tiny-gdn") return make("tiny-gdn", Op::GDN, 2, 4, 8, 8, 2);
+  if (name == "tiny-kda") return make("tiny-kda", Op::KDA, 2, 2, 8, 8, 2);
+  if (name == "small-gva3") return make("small-gva3", Op::GDN, 2, 6, 16, 16, 2);
+  if (name == "small-kv-neq") return make("small-kv-neq", Op::GDN, 2, 4, 16, 24, 2);
+  if (name == "small-gva8") return make("small-gva8", Op::GDN, 1, 8, 8, 12, 3);
+  std::string known;
+  for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
+  fail("preset", "unknown preset '", name, "' (known: ", known, ")");
+}
+
+}  // namespace replayssm
