@@ -1,0 +1,45 @@
+#include "replayssm/reference/inputs.hpp"
+
+#include "replayssm/rng.hpp"
+
+namespace replayssm::ref {
+
+namespace {
+std::vector<float> normals(Rng& r, std::size_t n, DType t, float mul = 1.0f) {
+  std::vector<float> x(n);
+  for (auto& e : x) e = round_to(t, mul * r.normalish());
+  return x;
+}
+}  // namespace
+
+SequenceInputs random_inputs(const ModelConfig& cfg, int T, std::uint64_t seed) {
+  cfg.validate();
+  SequenceInputs in;
+  in.T = T;
+  Rng r(derive_seed(seed, 1));
+  in.q = normals(r, static_cast<std::size_t>(T) * cfg.H * cfg.K, cfg.act_dtype);
+  in.k = normals(r, static_cast<std::size_t>(T) * cfg.H * cfg.K, cfg.act_dtype);
+  in.v = normals(r, static_cast<std::size_t>(T) * cfg.HV * cfg.V, cfg.act_dtype);
+  in.a = normals(r, static_cast<std::size_t>(T) * cfg.HV * cfg.a_width(), cfg.act_dtype);
+  in.b = normals(r, static_cast<std::size_t>(T) * cfg.HV, cfg.act_dtype);
+  return in;
+}
+
+LayerParams random_params(const ModelConfig& cfg, std::uint64_t seed) {
+  cfg.validate();
+  LayerParams p;
+  Rng r(derive_seed(seed, 2));
+  p.A_log.resize(static_cast<std::size_t>(cfg.HV));
+  for (auto& e : p.A_log) e = r.uniform(0.0f, 2.5f);
+  p.dt_bias.resize(static_cast<std::size_t>(cfg.HV) * cfg.a_width());
+  for (auto& e : p.dt_bias) e = r.uniform(-5.0f, -1.0f);
+  return p;
+}
+
+std::vector<float> random_state(const ModelConfig& cfg, std::uint64_t seed) {
+  cfg.validate();
+  Rng r(derive_seed(seed, 3));
+  return normals(r, static_cast<std::size_t>(cfg.state_elems()), cfg.state_dtype, 0.5f);
+}
+
+}  // namespace replayssm::ref
