@@ -1,0 +1,35 @@
+// RapidCheck generators shared by the reference's property tests. All randomness flows from rc::gen so a
+// failing case replays from its RC_PARAMS reproduce string.
+#pragma once
+
+#include <rapidcheck.h>
+
+#include <cstdint>
+
+#include "replayssm/config.hpp"
+
+namespace replayssm::testgen {
+
+// A small but complete GDN or KDA configuration: GVA ratio in {1,2,3,4,8}, K != V allowed, both layouts,
+// both l2norm forms, optional beta rounding, both KDA gate forms, F32 or BF16 activations.
+inline rc::Gen<ModelConfig> small_config(bool allow_kda = true) {
+  return rc::gen::exec([allow_kda] {
+    ModelConfig c;
+    c.name = "generated";
+    c.op = allow_kda && *rc::gen::arbitrary<bool>() ? Op::KDA : Op::GDN;
+    c.H = *rc::gen::inRange(1, 3);
+    c.HV = c.H * *rc::gen::element(1, 2, 3, 4, 8);
+    c.K = *rc::gen::element(2, 3, 4, 8, 16);
+    c.V = *rc::gen::element(2, 4, 5, 8, 16);
+    c.layout = *rc::gen::arbitrary<bool>() ? StateLayout::KV : StateLayout::VK;
+    c.l2norm = *rc::gen::element(L2Norm::RsqrtMul, L2Norm::DivSqrt);
+    c.round_beta_to_act = *rc::gen::arbitrary<bool>();
+    c.kda_gate = *rc::gen::arbitrary<bool>() ? KdaGate::Softplus : KdaGate::LowerBoundSigmoid;
+    c.act_dtype = *rc::gen::arbitrary<bool>() ? DType::BF16 : DType::F32;
+    return c;
+  });
+}
+
+inline rc::Gen<std::uint64_t> seed() { return rc::gen::arbitrary<std::uint64_t>(); }
+
+}  // namespace replayssm::testgen
