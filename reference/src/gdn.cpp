@@ -1,6 +1,7 @@
 #include "replayssm/reference/gdn.hpp"
 
 #include <Eigen/Dense>
+#include <algorithm>
 #include <cmath>
 
 #include "replayssm/dtype.hpp"
@@ -114,7 +115,8 @@ void l2normalize(const ModelConfig& cfg, const float* x, int n, R mul, R* out) {
 }
 
 template <class R>
-void token_step(const ModelConfig& cfg, const LayerParams& p, const SequenceInputs& in, int t, R* state, R* o_t) {
+void token_step(const ModelConfig& cfg, const LayerParams& p, const SequenceInputs& in, int t, R* state, R* o_t,
+                TokenRecord<R>* rec) {
   const int K = cfg.K, V = cfg.V;
   const R scale = static_cast<R>(cfg.scale());
   std::vector<R> kn(static_cast<std::size_t>(cfg.H) * K), qs(static_cast<std::size_t>(cfg.H) * K);
@@ -124,11 +126,17 @@ void token_step(const ModelConfig& cfg, const LayerParams& p, const SequenceInpu
     l2normalize<R>(cfg, &in.q[off], K, scale, &qs[static_cast<std::size_t>(h) * K]);
   }
   std::vector<R> g(static_cast<std::size_t>(cfg.a_width())), alpha(static_cast<std::size_t>(K));
+  if (rec) {
+    rec->k = kn;
+    rec->u.assign(static_cast<std::size_t>(cfg.HV) * V, R(0));
+    rec->g.assign(static_cast<std::size_t>(cfg.HV) * cfg.a_width(), R(0));
+  }
   for (int hv = 0; hv < cfg.HV; ++hv) {
     const R* kh = &kn[static_cast<std::size_t>(cfg.key_head(hv)) * K];
     const R* qh = &qs[static_cast<std::size_t>(cfg.key_head(hv)) * K];
     log_decay<R>(cfg, p, in, t, hv, g.data());
     for (int c = 0; c < K; ++c) alpha[c] = std::exp(g[cfg.op == Op::GDN ? 0 : c]);
+    if (rec) std::copy(g.begin(), g.end(), rec->g.begin() + static_cast<std::ptrdiff_t>(hv) * cfg.a_width());
     const R beta = beta_of<R>(cfg, in, t, hv);
     const float* vv = &in.v[(static_cast<std::size_t>(t) * cfg.HV + hv) * V];
     R* S = state + static_cast<std::size_t>(hv) * K * V;
@@ -140,6 +148,7 @@ void token_step(const ModelConfig& cfg, const LayerParams& p, const SequenceInpu
         kv += s * kh[c];
       }
       const R d = beta * (static_cast<R>(vv[j]) - kv);
+      if (rec) rec->u[static_cast<std::size_t>(hv) * V + j] = d;
       R o = 0;
       for (int c = 0; c < K; ++c) {
         R& s = S[state_index(cfg, c, j)];
@@ -270,7 +279,8 @@ std::vector<R> convert_layout(const ModelConfig& cfg, const std::vector<R>& stat
   template void log_decay<R>(const ModelConfig&, const LayerParams&, const SequenceInputs&, int, int, R*);       \
   template R beta_of<R>(const ModelConfig&, const SequenceInputs&, int, int);                                    \
   template void l2normalize<R>(const ModelConfig&, const float*, int, R, R*);                                    \
-  template void token_step<R>(const ModelConfig&, const LayerParams&, const SequenceInputs&, int, R*, R*);       \
+  template void token_step<R>(const ModelConfig&, const LayerParams&, const SequenceInputs&, int, R*, R*,        \
+                              TokenRecord<R>*);                                                                  \
   template void run_recurrent<R>(const ModelConfig&, const LayerParams&, const SequenceInputs&, std::vector<R>&, \
                                  std::vector<R>&, std::vector<std::vector<R>>*, const RecurrentOptions&);        \
   template void run_chunked<R>(const ModelConfig&, const LayerParams&, const SequenceInputs&, int,               \

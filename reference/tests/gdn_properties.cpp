@@ -28,7 +28,7 @@ std::string show(const ModelConfig& c) {
 // errors >= 1e-3). Measured worst over 1000 cases: see docs/numerics.md.
 RC_GTEST_PROP(Chunked, EqualsRecurrentInDouble, ()) {
   const ModelConfig cfg = *testgen::small_config();
-  const int T = *rc::gen::inRange(1, 100);
+  const int T = *testgen::in(1, 100);
   const int chunk = *rc::gen::element(16, 32, 64, 1, 3, 7);
   const std::uint64_t s = *testgen::seed();
   RC_TAG(chunk);
@@ -50,7 +50,7 @@ RC_GTEST_PROP(Chunked, EqualsRecurrentInDouble, ()) {
 // Bit-exact: the per-element operation sequence is the same for both layouts (docs/numerics.md).
 RC_GTEST_PROP(Layout, KVAndVKAgreeBitForBit, ()) {
   ModelConfig cfg = *testgen::small_config();
-  const int T = *rc::gen::inRange(1, 20);
+  const int T = *testgen::in(1, 20);
   const std::uint64_t s = *testgen::seed();
   cfg.layout = StateLayout::KV;
   const auto in = random_inputs(cfg, T, s);
@@ -70,10 +70,10 @@ RC_GTEST_PROP(Layout, KVAndVKAgreeBitForBit, ()) {
 // all other value heads stay bit-identical. A modulo mapping (hv % H) fails this for every H > 1, G > 1.
 RC_GTEST_PROP(Gva, KeyHeadReachesExactlyItsBlockOfValueHeads, ()) {
   ModelConfig cfg = *testgen::small_config();
-  cfg.H = *rc::gen::inRange(2, 4);
+  cfg.H = *testgen::in(2, 4);
   cfg.HV = cfg.H * *rc::gen::element(1, 2, 3, 4, 8);
-  const int T = *rc::gen::inRange(1, 6);
-  const int h = *rc::gen::inRange(0, cfg.H);
+  const int T = *testgen::in(1, 6);
+  const int h = *testgen::in(0, cfg.H);
   const std::uint64_t s = *testgen::seed();
   const auto in = random_inputs(cfg, T, s);
   const auto p = random_params(cfg, s);
@@ -106,7 +106,7 @@ RC_GTEST_PROP(Precision, FloatTracksDoubleWithinStatedBound, ()) {
   ModelConfig cfg = *testgen::small_config();
   cfg.act_dtype = DType::F32;
   cfg.round_beta_to_act = false;
-  const int T = *rc::gen::inRange(1, 64);
+  const int T = *testgen::in(1, 64);
   const std::uint64_t s = *testgen::seed();
   const auto in = random_inputs(cfg, T, s);
   const auto p = random_params(cfg, s);
@@ -131,8 +131,8 @@ RC_GTEST_PROP(Precision, FloatTracksDoubleWithinStatedBound, ()) {
 RC_GTEST_PROP(Recurrent, SplitCallIsBitExact, ()) {
   ModelConfig cfg = *testgen::small_config();
   cfg.state_dtype = *rc::gen::arbitrary<bool>() ? DType::BF16 : DType::F32;
-  const int T = *rc::gen::inRange(2, 24);
-  const int cut = *rc::gen::inRange(1, T);
+  const int T = *testgen::in(2, 24);
+  const int cut = *testgen::in(1, T);
   const std::uint64_t s = *testgen::seed();
   const auto in = random_inputs(cfg, T, s);
   const auto p = random_params(cfg, s);

@@ -77,10 +77,18 @@ inline std::int64_t state_index(const ModelConfig& cfg, int k, int v) {
                                        : static_cast<std::int64_t>(v) * cfg.K + k;
 }
 
-// Advances the state by token t of `in` for every value head and writes o_t [HV, V] (unrounded).
-// state has cfg.state_elems() elements in cfg.layout.
+// What one token contributes to the state, in the corrected-update form S_t = Diag(alpha) S_{t-1} + k u^T:
+// u [HV, V] (= the delta d of step 5), k [H, K] (normalised keys), g [HV, a_width] (log-decay).
 template <class R>
-void token_step(const ModelConfig& cfg, const LayerParams& p, const SequenceInputs& in, int t, R* state, R* o_t);
+struct TokenRecord {
+  std::vector<R> u, k, g;
+};
+
+// Advances the state by token t of `in` for every value head and writes o_t [HV, V] (unrounded).
+// state has cfg.state_elems() elements in cfg.layout. If rec is non-null it receives the token's record.
+template <class R>
+void token_step(const ModelConfig& cfg, const LayerParams& p, const SequenceInputs& in, int t, R* state, R* o_t,
+                TokenRecord<R>* rec = nullptr);
 
 // Options of the multi-token recurrent form.
 struct RecurrentOptions {

@@ -1,0 +1,94 @@
+// replayssm/reference/mtp.hpp — full-state MTP (the oracle) and the two ReplaySSM designs, per request and
+// per layer, in the float kernel-faithful path.
+//
+// Verify T = 1 + num_draft tokens from the checkpoint S_0. S_t is the state after window token t (1-based).
+// Commit for an accepted length n in [0, T] (n counts the target/bonus token) makes S_n the checkpoint;
+// n = 0 leaves the checkpoint bitwise unchanged; n outside [0, T] is Error("accepted"), never a clamp.
+//
+// Design 1 — raw payload (TokenSpeed / SGLang fold / FlashInfer raw-window style): verify computes the same
+// outputs without storing any state and captures the raw per-token inputs (k, v, a, b in the activation
+// dtype); commit replays the first n tokens through the same token step. Because the operation sequence is
+// the same, the committed state is bit-identical to full-state S_n stored with StateRounding::AtCommit.
+//
+// Design 2 — corrected-update ring (vLLM / SGLang ReplaySSM): per token the record (u, k, g) with
+// u = beta (v - alpha S_{t-1}^T k) (the delta), k normalised, g the log-decay. The state after m records is
+//   S_m = exp(G_m) S_0 + sum_j exp(G_m - G_j) k_j u_j^T      (row c scaled per channel for KDA)
+// with G_j = g_1 + ... + g_j. Reconstruction::Serial folds the records one by one in the token step's order
+// (bit-exact with the recurrence when records are stored in F32); Reconstruction::ClosedForm evaluates the
+// sum above and reads the token in the split form o = alpha (S_m^T q) + u (k . q) (tolerance-based).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "replayssm/config.hpp"
+#include "replayssm/reference/gdn.hpp"
+#include "replayssm/step.hpp"
+
+namespace replayssm::ref {
+
+// How a full-state verify stores its intermediate states in a BF16 pool:
+//   AtCommit — the running state stays F32 inside the verify; each stored S_t is rounded once (a fused MTP
+//              kernel with F32 registers). Raw replay matches this bit for bit.
+//   PerToken — the state is rounded after every token and the next token continues from the rounded state
+//              (T separate single-token calls). Raw replay differs from this by a bounded amount.
+// For an F32 pool the two are identical.
+enum class StateRounding : std::uint8_t { AtCommit, PerToken };
+
+struct FullStateVerify {
+  std::vector<float> o;                    // [T, HV, V], rounded to act dtype
+  std::vector<std::vector<float>> states;  // states[t-1] = S_t in cfg.layout, rounded to state dtype
+};
+// S0 is the checkpoint (HV*K*V, values representable in the state dtype).
+FullStateVerify full_state_verify(const ModelConfig& cfg, const LayerParams& p, const SequenceInputs& in,
+                                  const std::vector<float>& S0, StateRounding rounding);
+// The committed checkpoint for accepted length n: S0 when n = 0, else states[n-1].
+std::vector<float> full_state_commit(const FullStateVerify& v, const std::vector<float>& S0, int n);
+
+// Raw replay payload of one request: the inputs minus q (q is never needed to advance the state).
+struct RawPayload {
+  int T = 0;
+  std::vector<float> k, v, a, b;  // same shapes as SequenceInputs
+};
+struct ReplayVerify {
+  std::vector<float> o;  // [T, HV, V], rounded to act dtype; bit-identical to FullStateVerify::o
+  RawPayload payload;
+};
+ReplayVerify replay_verify(const ModelConfig& cfg, const LayerParams& p, const SequenceInputs& in,
+                           const std::vector<float>& S0);
+// Replays payload tokens [0, n) from S0 in F32, rounds once to the state dtype.
+std::vector<float> replay_commit(const ModelConfig& cfg, const LayerParams& p, const RawPayload& payload,
+                                 const std::vector<float>& S0, int n);
+
+// --- corrected-update records ----------------------------------------------------------------------------
+enum class Reconstruction : std::uint8_t { Serial, ClosedForm };
+
+using Record = TokenRecord<float>;
+
+// State after folding `records` (in logical order) into S0; F32, unrounded.
+std::vector<float> reconstruct(const ModelConfig& cfg, const std::vector<float>& S0,
+                               const std::vector<const Record*>& records, Reconstruction mode);
+
+// One token read against a reconstructed state S (the state before the token): returns o_t [HV, V]
+// (unrounded) and the token's record. Serial mode advances S in place exactly like token_step; ClosedForm
+// leaves S untouched and uses the split form.
+std::vector<float> ring_token(const ModelConfig& cfg, const LayerParams& p, const SequenceInputs& in, int t,
+                              std::vector<float>& S, Record& rec, Reconstruction mode);
+
+// Rounds a record's u and k to `dtype` (the ring storage dtype; g always stays F32).
+void round_record(Record& rec, DType dtype);
+
+// Standard-decode ring of length L (T = 1 per step): the checkpoint plus up to L-1 records. A step with
+// write_pos == L-1 is a flush: it folds the L-1 records and the current token into the checkpoint (rounded to
+// the state dtype) and resets write_pos to 0; any other step appends its record. L = 1 flushes every step.
+struct DecodeRing {
+  int L = 16;
+  int write_pos = 0;
+  std::vector<Record> records;  // physical slots 0..L-2
+};
+// Runs one decode token: returns o [HV, V] rounded to act dtype; updates checkpoint / ring.
+std::vector<float> decode_ring_step(const ModelConfig& cfg, const LayerParams& p, const SequenceInputs& in, int t,
+                                    std::vector<float>& checkpoint, DecodeRing& ring, Reconstruction mode,
+                                    DType record_dtype);
+
+}  // namespace replayssm::ref
