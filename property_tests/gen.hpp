@@ -5,8 +5,11 @@
 #include <rapidcheck.h>
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
+#include <ostream>
 
 #include "replayssm/config.hpp"
+#include "replayssm/reference/engine.hpp"
 
 namespace replayssm::testgen {
 
@@ -38,4 +41,21 @@ inline rc::Gen<ModelConfig> small_config(bool allow_kda = true) {
 inline rc::Gen<std::uint64_t> seed() { return rc::gen::arbitrary<std::uint64_t>(); }
 
 
+// Engine setups for the lifecycle properties: small models with 1-2 layers, 3-6 slots, windows up to 6.
+// ring_exact: F32 state (the configuration in which the Serial/F32 ring is claimed bit-exact).
+inline rc::Gen<ref::EngineSetup> lifecycle_setup(bool ring_exact) {
+  return rc::gen::exec([ring_exact] {
+    ModelConfig cfg = *small_config();
+    cfg.num_layers = *in(1, 3);
+    cfg.state_dtype = ring_exact ? DType::F32 : *rc::gen::element(DType::F32, DType::BF16);
+    const std::uint64_t seed = *rc::gen::arbitrary<std::uint64_t>();
+    return ref::make_setup(cfg, seed, *in(3, 7), *in(1, 7));
+  });
+}
+
 }  // namespace replayssm::testgen
+
+namespace replayssm::ref {
+// How RapidCheck prints a generated setup in a counterexample.
+inline void showValue(const EngineSetup& s, std::ostream& os) { os << s.to_json().dump(); }
+}  // namespace replayssm::ref

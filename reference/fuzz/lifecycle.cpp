@@ -1,0 +1,274 @@
+#include "lifecycle.hpp"
+
+#include <algorithm>
+
+namespace replayssm::fuzz {
+
+using ref::Cmd;
+using ref::RowSpec;
+using Status = ModelRequest::Status;
+
+std::vector<std::int32_t> LifecycleModel::free_slots() const {
+  std::vector<std::int32_t> f;
+  for (std::int32_t s = 0; s < num_slots; ++s) {
+    bool used = false;
+    for (const auto& [id, r] : reqs) used = used || (r.status != Status::Finished && r.slot == s);
+    if (!used) f.push_back(s);
+  }
+  return f;
+}
+
+std::vector<std::int32_t> LifecycleModel::with_status(Status s) const {
+  std::vector<std::int32_t> v;
+  for (const auto& [id, r] : reqs)
+    if (r.status == s) v.push_back(id);
+  return v;
+}
+
+namespace {
+
+using Base = rc::state::Command<LifecycleModel, LifecycleSut>;
+
+std::int32_t pick(const std::vector<std::int32_t>& v) {
+  RC_PRE(!v.empty());
+  return v[static_cast<std::size_t>(*rc::gen::inRange<std::size_t>(0, v.size()))];
+}
+bool contains(const std::vector<std::int32_t>& v, std::int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+void run_on(const Cmd& c, LifecycleSut& sut) {
+  const std::string err = sut.judge.apply(c);
+  if (!err.empty()) {
+    sut.failure = err;
+    RC_FAIL(err);
+  }
+}
+
+struct Admit : Base {
+  Cmd c;
+  explicit Admit(const LifecycleModel& m) {
+    c.kind = Cmd::Kind::Admit;
+    c.req = m.next_id;
+    c.slot = pick(m.free_slots());
+    c.prompt = *rc::gen::inRange(1, 13);
+    c.seed = *rc::gen::arbitrary<std::uint64_t>();
+  }
+  void checkPreconditions(const LifecycleModel& m) const override {
+    RC_PRE(!m.reqs.count(c.req) && contains(m.free_slots(), c.slot));
+  }
+  void apply(LifecycleModel& m) const override {
+    m.reqs[c.req] = ModelRequest{Status::Running, c.slot, 0, c.prompt, true};
+    m.next_id = std::max(m.next_id, c.req + 1);
+  }
+  void run(const LifecycleModel&, LifecycleSut& s) const override { run_on(c, s); }
+  void show(std::ostream& os) const override { os << c.str(); }
+};
+
+struct Step : Base {
+  Cmd c;
+  explicit Step(const LifecycleModel& m) {
+    c.kind = Cmd::Kind::Step;
+    auto running = m.with_status(Status::Running);
+    // Random subset in random order (row order is independent of slot order and of request age).
+    std::vector<std::pair<std::uint32_t, std::int32_t>> keyed;
+    for (auto id : running)
+      if (*rc::gen::inRange(0, 4) != 0) keyed.emplace_back(*rc::gen::arbitrary<std::uint32_t>(), id);
+    std::sort(keyed.begin(), keyed.end());
+    for (const auto& [k, id] : keyed) {
+      RowSpec r;
+      r.req = id;
+      r.T = *rc::gen::inRange(1, m.max_T + 1);
+      // Accepted lengths: the edges 0 and T are where engines break, so they get extra weight.
+      r.accepted = *rc::gen::oneOf(rc::gen::just(0), rc::gen::just(r.T), rc::gen::inRange(0, r.T + 1));
+      if (r.accepted > 0 && *rc::gen::inRange(0, 8) == 0) r.stop_at = *rc::gen::inRange(1, r.accepted + 1);
+      r.seed = *rc::gen::arbitrary<std::uint64_t>();
+      c.rows.push_back(r);
+    }
+    const int pads = *rc::gen::inRange(0, 3);
+    for (int i = 0; i < pads; ++i) c.pad_at.push_back(*rc::gen::inRange(0, static_cast<int>(c.rows.size()) + 1));
+    RC_PRE(!c.rows.empty() || !c.pad_at.empty());  // an all-padding batch is a case; an empty one is not
+  }
+  void checkPreconditions(const LifecycleModel& m) const override {
+    RC_PRE(!c.rows.empty() || !c.pad_at.empty());
+    for (const auto& r : c.rows) {
+      const auto it = m.reqs.find(r.req);
+      RC_PRE(it != m.reqs.end() && it->second.status == Status::Running);
+    }
+  }
+  void apply(LifecycleModel& m) const override {
+    for (const auto& r : c.rows) {
+      auto& q = m.reqs.at(r.req);
+      if (q.pending > 0) {
+        const auto n = std::min(std::max(r.T, 1), q.pending);
+        q.pending -= n;
+        q.committed += n;
+        q.fresh = false;
+      } else {
+        q.committed += r.stop_at > 0 ? std::min(r.accepted, r.stop_at) : r.accepted;
+        if (r.stop_at > 0) {
+          q.status = Status::Finished;
+          q.slot = -1;
+        }
+      }
+    }
+  }
+  void run(const LifecycleModel&, LifecycleSut& s) const override { run_on(c, s); }
+  void show(std::ostream& os) const override { os << c.str(); }
+};
+
+struct Finish : Base {
+  Cmd c;
+  explicit Finish(const LifecycleModel& m) {
+    c.kind = Cmd::Kind::Finish;
+    c.req = pick(m.with_status(Status::Running));
+  }
+  void checkPreconditions(const LifecycleModel& m) const override {
+    RC_PRE(m.reqs.count(c.req) && m.reqs.at(c.req).status == Status::Running);
+  }
+  void apply(LifecycleModel& m) const override {
+    m.reqs.at(c.req).status = Status::Finished;
+    m.reqs.at(c.req).slot = -1;
+  }
+  void run(const LifecycleModel&, LifecycleSut& s) const override { run_on(c, s); }
+  void show(std::ostream& os) const override { os << c.str(); }
+};
+
+struct Continue : Base {
+  Cmd c;
+  explicit Continue(const LifecycleModel& m) {
+    c.kind = Cmd::Kind::Continue;
+    c.req = pick(m.with_status(Status::Finished));
+    c.slot = pick(m.free_slots());
+    c.prompt = *rc::gen::inRange(1, 7);
+    c.seed = *rc::gen::arbitrary<std::uint64_t>();
+  }
+  void checkPreconditions(const LifecycleModel& m) const override {
+    RC_PRE(m.reqs.count(c.req) && m.reqs.at(c.req).status == Status::Finished && contains(m.free_slots(), c.slot));
+  }
+  void apply(LifecycleModel& m) const override {
+    auto& q = m.reqs.at(c.req);
+    q.pending = q.committed + q.pending + c.prompt;
+    q.committed = 0;
+    q.status = Status::Running;
+    q.slot = c.slot;
+    q.fresh = true;
+  }
+  void run(const LifecycleModel&, LifecycleSut& s) const override { run_on(c, s); }
+  void show(std::ostream& os) const override { os << c.str(); }
+};
+
+struct Copy : Base {
+  Cmd c;
+  explicit Copy(const LifecycleModel& m) {
+    c.kind = Cmd::Kind::Copy;
+    std::vector<std::int32_t> src;
+    for (auto id : m.with_status(Status::Running))
+      if (m.reqs.at(id).pending == 0) src.push_back(id);
+    c.req = pick(src);
+    c.req2 = m.next_id;
+    c.slot = pick(m.free_slots());
+  }
+  void checkPreconditions(const LifecycleModel& m) const override {
+    RC_PRE(m.reqs.count(c.req) && m.reqs.at(c.req).status == Status::Running && m.reqs.at(c.req).pending == 0 &&
+           !m.reqs.count(c.req2) && contains(m.free_slots(), c.slot));
+  }
+  void apply(LifecycleModel& m) const override {
+    ModelRequest q = m.reqs.at(c.req);
+    q.slot = c.slot;
+    m.reqs[c.req2] = q;
+    m.next_id = std::max(m.next_id, c.req2 + 1);
+  }
+  void run(const LifecycleModel&, LifecycleSut& s) const override { run_on(c, s); }
+  void show(std::ostream& os) const override { os << c.str(); }
+};
+
+struct Preempt : Base {
+  Cmd c;
+  explicit Preempt(const LifecycleModel& m) {
+    c.kind = Cmd::Kind::Preempt;
+    c.req = pick(m.with_status(Status::Running));
+  }
+  void checkPreconditions(const LifecycleModel& m) const override {
+    RC_PRE(m.reqs.count(c.req) && m.reqs.at(c.req).status == Status::Running);
+  }
+  void apply(LifecycleModel& m) const override {
+    m.reqs.at(c.req).status = Status::Preempted;
+    m.reqs.at(c.req).slot = -1;
+  }
+  void run(const LifecycleModel&, LifecycleSut& s) const override { run_on(c, s); }
+  void show(std::ostream& os) const override { os << c.str(); }
+};
+
+struct Resume : Base {
+  Cmd c;
+  explicit Resume(const LifecycleModel& m) {
+    c.kind = Cmd::Kind::Resume;
+    c.req = pick(m.with_status(Status::Preempted));
+    c.slot = pick(m.free_slots());
+  }
+  void checkPreconditions(const LifecycleModel& m) const override {
+    RC_PRE(m.reqs.count(c.req) && m.reqs.at(c.req).status == Status::Preempted && contains(m.free_slots(), c.slot));
+  }
+  void apply(LifecycleModel& m) const override {
+    auto& q = m.reqs.at(c.req);
+    q.pending = q.committed + q.pending;
+    q.committed = 0;
+    q.status = Status::Running;
+    q.slot = c.slot;
+    q.fresh = true;
+  }
+  void run(const LifecycleModel&, LifecycleSut& s) const override { run_on(c, s); }
+  void show(std::ostream& os) const override { os << c.str(); }
+};
+
+}  // namespace
+
+void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, ref::Fault fault,
+                     std::vector<ref::Cmd>* last_failure, std::string* last_reason) {
+  LifecycleModel m0;
+  m0.num_slots = setup.num_slots;
+  m0.max_T = setup.max_T;
+  LifecycleSut sut{ref::Judge(setup, target, fault), {}};
+  try {
+    rc::state::check(m0, sut,
+                     rc::state::gen::execOneOfWithArgs<Admit, Admit, Step, Step, Step, Step, Step, Step, Finish,
+                                                       Continue, Copy, Preempt, Resume>());
+    // Coverage tags (printed by RapidCheck with the success message): sequence length and which
+    // lifecycle events the case exercised.
+    const auto& ex = sut.judge.executed();
+    bool cont = false, copy = false, resume = false, stop = false;
+    int verify_rows = 0;
+    for (const auto& c : ex) {
+      cont = cont || c.kind == Cmd::Kind::Continue;
+      copy = copy || c.kind == Cmd::Kind::Copy;
+      resume = resume || c.kind == Cmd::Kind::Resume;
+      for (const auto& r : c.rows) {
+        stop = stop || r.stop_at > 0;
+        ++verify_rows;
+      }
+    }
+    RC_TAG(ex.size() < 10 ? "cmds<10" : ex.size() < 40 ? "cmds 10-39" : "cmds>=40");
+    RC_CLASSIFY(cont, "continuation");
+    RC_CLASSIFY(copy, "copy");
+    RC_CLASSIFY(resume, "resume");
+    RC_CLASSIFY(stop, "early stop");
+    RC_CLASSIFY(verify_rows >= 20, "rows>=20");
+  } catch (...) {
+    if (!sut.failure.empty()) {
+      if (last_failure) *last_failure = sut.judge.executed();
+      if (last_reason) *last_reason = sut.failure;
+    }
+    throw;
+  }
+}
+
+std::string replay_sequence(const ref::EngineSetup& setup, const std::string& target, ref::Fault fault,
+                            const std::vector<ref::Cmd>& cmds) {
+  ref::Judge judge(setup, target, fault);
+  for (std::size_t i = 0; i < cmds.size(); ++i) {
+    const std::string err = judge.apply(cmds[i]);
+    if (!err.empty()) return "command " + std::to_string(i) + " (" + cmds[i].str() + "): " + err;
+  }
+  return {};
+}
+
+}  // namespace replayssm::fuzz

@@ -1,0 +1,49 @@
+// Stateful (model-based) generation of engine command sequences with RapidCheck (rc::state), shared by
+// the property tests and `replayssm fuzz`. The abstract model tracks only what is needed to generate valid
+// commands (which requests run, prefill, finished or were preempted; which slots are free); the judge
+// (engine.hpp) does all checking.
+#pragma once
+
+#include <rapidcheck.h>
+#include <rapidcheck/state.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "replayssm/reference/engine.hpp"
+
+namespace replayssm::fuzz {
+
+struct ModelRequest {
+  enum class Status { Running, Finished, Preempted } status = Status::Running;
+  std::int32_t slot = -1;
+  std::int32_t committed = 0;  // tokens committed since the last fresh start
+  std::int32_t pending = 0;    // tokens still to prefill
+  bool fresh = true;
+};
+
+struct LifecycleModel {
+  std::int32_t num_slots = 4;
+  std::int32_t max_T = 4;
+  std::int32_t next_id = 0;
+  std::map<std::int32_t, ModelRequest> reqs;
+  std::vector<std::int32_t> free_slots() const;
+  std::vector<std::int32_t> with_status(ModelRequest::Status s) const;
+};
+
+struct LifecycleSut {
+  ref::Judge judge;
+  std::string failure;  // description of the first disagreement (empty while all agree)
+};
+
+// Runs one generated command sequence (call inside a RapidCheck property). On the first disagreement it
+// records the failure, stores the executed sequence in *last_failure (if non-null) and fails the property.
+void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, ref::Fault fault,
+                     std::vector<ref::Cmd>* last_failure = nullptr, std::string* last_reason = nullptr);
+
+// Replays a recorded command sequence on a fresh judge; returns the first disagreement or "".
+std::string replay_sequence(const ref::EngineSetup& setup, const std::string& target, ref::Fault fault,
+                            const std::vector<ref::Cmd>& cmds);
+
+}  // namespace replayssm::fuzz
