@@ -1,0 +1,151 @@
+#include "campaign.hpp"
+
+#include <rapidcheck/detail/Configuration.h>
+
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <limits>
+#include <sstream>
+
+#include "lifecycle.hpp"
+#include "replayssm/error.hpp"
+#include "replayssm/safetensors.hpp"
+
+namespace replayssm::fuzz {
+
+nlohmann::json FuzzReport::to_json() const {
+  return nlohmann::json{{"target", target},   {"cases_passed", cases_passed}, {"failed", failed},
+                        {"reason", reason},   {"counterexample", counterexample},
+                        {"reproduce", reproduce}, {"dump_path", dump_path}, {"seconds", seconds},
+                        {"cases_per_second", cases_per_second}};
+}
+
+namespace {
+ref::EngineSetup setup_for(const FuzzOptions& opt, std::uint64_t case_seed) {
+  auto s = ref::make_setup(opt.cfg, case_seed, opt.num_slots, opt.max_T);
+  s.recon = opt.recon;
+  s.ring_record_dtype = opt.ring_record_dtype;
+  return s;
+}
+
+void dump(const std::string& path, const FuzzOptions& opt, const ref::EngineSetup& setup,
+          const std::vector<ref::Cmd>& cmds, const std::string& reason) {
+  SafetensorsFile f;
+  for (std::size_t l = 0; l < setup.params.size(); ++l) {
+    f.tensors["param.A_log." + std::to_string(l)] =
+        Tensor::from_f32(DType::F32, {static_cast<std::int64_t>(setup.params[l].A_log.size())}, setup.params[l].A_log);
+    f.tensors["param.dt_bias." + std::to_string(l)] = Tensor::from_f32(
+        DType::F32, {static_cast<std::int64_t>(setup.params[l].dt_bias.size())}, setup.params[l].dt_bias);
+  }
+  auto seq = nlohmann::json::array();
+  for (const auto& c : cmds) seq.push_back(c.to_json());
+  f.metadata["schema"] = "replayssm.fuzz_case";
+  f.metadata["schema_version"] = "1";
+  f.metadata["setup"] = setup.to_json().dump();
+  f.metadata["target"] = opt.target;
+  f.metadata["fault"] = ref::to_string(opt.fault);
+  f.metadata["commands"] = seq.dump();
+  f.metadata["reason"] = reason;
+  write_safetensors_atomic(path, f);
+}
+}  // namespace
+
+FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress) {
+  opt.cfg.validate();
+  require(opt.cases >= 1, "cases", "must be >= 1, got ", opt.cases);
+  FuzzReport rep;
+  rep.target = opt.target;
+  ref::make_target(opt.target);  // unknown target -> Error("target") before anything runs
+  std::vector<ref::Cmd> last_seq;
+  std::string last_reason;
+  ref::EngineSetup last_setup;
+  int case_no = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto prop = [&] {
+    const std::uint64_t case_seed = *rc::gen::arbitrary<std::uint64_t>();
+    const auto setup = setup_for(opt, case_seed);
+    ++case_no;
+    try {
+      check_lifecycle(setup, opt.target, opt.fault, &last_seq, &last_reason);
+    } catch (...) {
+      last_setup = setup;
+      throw;
+    }
+    if (progress) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      *progress << "\r[fuzz " << opt.target << "] run " << case_no << " (" << s << " s)" << std::flush;
+    }
+  };
+  rc::detail::TestParams params;
+  params.seed = opt.seed;
+  params.maxSuccess = opt.cases;
+  params.maxSize = opt.max_commands;
+  rc::detail::TestMetadata meta;
+  meta.id = "fuzz/" + opt.target;
+  meta.description = meta.id;
+  const auto result = rc::detail::checkTestable(prop, meta, params);
+  if (progress) *progress << "\n";
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  rc::detail::SuccessResult ok;
+  rc::detail::FailureResult bad;
+  if (result.match(ok)) {
+    rep.cases_passed = ok.numSuccess;
+  } else if (result.match(bad)) {
+    rep.failed = true;
+    rep.cases_passed = bad.numSuccess;
+    rep.reason = last_reason.empty() ? bad.description : last_reason;
+    std::ostringstream os;
+    rc::detail::printResultMessage(bad, os);
+    rep.counterexample = os.str();
+    // The campaign is deterministic in (options, seed); the dump replays the shrunk case alone.
+    rep.reproduce = "--seed " + std::to_string(opt.seed);
+    const std::string dir = opt.dump_dir.empty() ? "." : opt.dump_dir;
+    std::filesystem::create_directories(dir);
+    rep.dump_path = (std::filesystem::path(dir) / ("fuzz-failure-" + opt.target + "-" + std::to_string(opt.seed) +
+                                                   ".safetensors")).string();
+    dump(rep.dump_path, opt, last_setup, last_seq, rep.reason);
+  } else {
+    std::ostringstream os;
+    rc::detail::printResultMessage(result, os);
+    rep.failed = true;
+    rep.reason = "fuzz campaign could not run: " + os.str();
+  }
+  rep.cases_per_second = rep.seconds > 0 ? (rep.cases_passed + (rep.failed ? 1 : 0)) / rep.seconds : 0;
+  return rep;
+}
+
+std::string replay_dump(const std::string& path) {
+  const SafetensorsFile f = read_safetensors(path);
+  auto meta = [&](const char* k) -> const std::string& {
+    const auto it = f.metadata.find(k);
+    require(it != f.metadata.end(), std::string("__metadata__.") + k, "is missing in ", path);
+    return it->second;
+  };
+  require(meta("schema") == "replayssm.fuzz_case", "__metadata__.schema", "is '", meta("schema"),
+          "', expected replayssm.fuzz_case");
+  const auto sj = nlohmann::json::parse(meta("setup"));
+  ref::EngineSetup s;
+  s.cfg = config_from_json(sj.at("config"));
+  s.num_slots = sj.at("num_slots").get<std::int32_t>();
+  s.slot_stride = sj.at("slot_stride").get<std::int64_t>();
+  s.max_T = sj.at("max_T").get<std::int32_t>();
+  s.ring = RingGeometry{sj.at("ring_B").get<std::int32_t>(), sj.at("ring_T").get<std::int32_t>()};
+  s.recon = sj.at("recon").get<std::string>() == "serial" ? ref::Reconstruction::Serial
+                                                          : ref::Reconstruction::ClosedForm;
+  s.ring_record_dtype = parse_dtype(sj.at("ring_record_dtype").get<std::string>());
+  s.page_tokens = sj.at("page_tokens").get<std::int32_t>();
+  s.poison = std::numeric_limits<float>::quiet_NaN();
+  for (int l = 0; l < s.cfg.num_layers; ++l) {
+    const auto a = f.tensors.find("param.A_log." + std::to_string(l));
+    const auto d = f.tensors.find("param.dt_bias." + std::to_string(l));
+    require(a != f.tensors.end() && d != f.tensors.end(), "param." + std::to_string(l), "layer parameters missing");
+    s.params.push_back(ref::LayerParams{a->second.to_f32(), d->second.to_f32()});
+  }
+  std::vector<ref::Cmd> cmds;
+  for (const auto& c : nlohmann::json::parse(meta("commands"))) cmds.push_back(ref::Cmd::from_json(c));
+  return replay_sequence(s, meta("target"), ref::parse_fault(meta("fault")), cmds);
+}
+
+}  // namespace replayssm::fuzz

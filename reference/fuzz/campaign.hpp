@@ -1,0 +1,51 @@
+// Fuzz campaigns over the lifecycle model: the engine behind `replayssm fuzz` and `replayssm conform`.
+// A campaign generates RapidCheck command sequences for one model configuration, runs them through the
+// judge (full-state oracle vs a target), shrinks the first failure, and dumps the shrunk sequence as a
+// replayable safetensors file (metadata: setup, target, fault, commands; tensors: the layer parameters).
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "replayssm/reference/engine.hpp"
+
+namespace replayssm::fuzz {
+
+struct FuzzOptions {
+  std::string target = "replay";   // a target kind (ref::target_kinds())
+  ModelConfig cfg;                 // model (num_layers already applied)
+  std::uint64_t seed = 1;
+  int cases = 100;
+  int max_commands = 40;           // RapidCheck max_size: longest command sequence
+  int num_slots = 6;
+  int max_T = 4;
+  ref::Reconstruction recon = ref::Reconstruction::Serial;
+  DType ring_record_dtype = DType::F32;
+  ref::Fault fault = ref::Fault::None;
+  std::string dump_dir;            // where a failing case is written ("" = current directory)
+};
+
+struct FuzzReport {
+  std::string target;
+  int cases_passed = 0;
+  bool failed = false;
+  std::string reason;              // first disagreement of the shrunk case
+  std::string counterexample;      // RapidCheck's description of the shrunk case
+  std::string reproduce;           // RC_PARAMS reproduce string
+  std::string dump_path;           // replayable safetensors file of the shrunk case
+  double seconds = 0;
+  double cases_per_second = 0;
+  nlohmann::json to_json() const;
+};
+
+// Runs the campaign; progress lines (one per case) go to `progress` when non-null.
+FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress);
+
+// Re-executes a dumped failing case; returns the first disagreement ("" if it no longer fails).
+std::string replay_dump(const std::string& path);
+
+}  // namespace replayssm::fuzz
