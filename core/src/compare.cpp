@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <regex>
 #include <sstream>
@@ -10,13 +11,23 @@
 
 namespace replayssm {
 
+namespace {
+// Shortest %g spelling that reads back as exactly the same double (so str() -> parse() is lossless).
+std::string shortest(double x) {
+  char buf[64];
+  for (int p = 1; p <= 17; ++p) {
+    std::snprintf(buf, sizeof buf, "%.*g", p, x);
+    if (std::strtod(buf, nullptr) == x) break;
+  }
+  return buf;
+}
+}  // namespace
+
 std::string Tolerance::str() const {
-  std::ostringstream os;
-  os.precision(6);
   switch (kind) {
     case Kind::Exact: return "exact";
-    case Kind::AllClose: os << "allclose(atol=" << atol << ",rtol=" << rtol << ")"; return os.str();
-    case Kind::RelRms: os << "rel_rms(" << ratio << ")"; return os.str();
+    case Kind::AllClose: return "allclose(atol=" + shortest(atol) + ",rtol=" + shortest(rtol) + ")";
+    case Kind::RelRms: return "rel_rms(" + shortest(ratio) + ")";
   }
   return "exact";
 }
@@ -26,14 +37,21 @@ Tolerance Tolerance::parse(const std::string& text, const std::string& field) {
   static const std::regex ac(R"(allclose\(atol=([0-9.eE+-]+),rtol=([0-9.eE+-]+)\))");
   static const std::regex rr(R"(rel_rms\(([0-9.eE+-]+)\))");
   std::smatch m;
+  // The whole number must be consumed: "1e-5e3" is not a number.
+  auto num = [&](const std::string& x) {
+    std::size_t used = 0;
+    const double v = std::stod(x, &used);
+    require(used == x.size(), field, "malformed number '", x, "' in '", text, "'");
+    return v;
+  };
   try {
     if (std::regex_match(text, m, ac)) {
-      const double a = std::stod(m[1].str()), r = std::stod(m[2].str());
+      const double a = num(m[1].str()), r = num(m[2].str());
       require(a >= 0 && r >= 0, field, "negative tolerance in '", text, "'");
       return allclose(a, r);
     }
     if (std::regex_match(text, m, rr)) {
-      const double q = std::stod(m[1].str());
+      const double q = num(m[1].str());
       require(q >= 0, field, "negative tolerance in '", text, "'");
       return rel_rms(q);
     }

@@ -53,4 +53,6 @@ TEST(Compare, ToleranceParsesItsOwnSpelling) {
     EXPECT_DOUBLE_EQ(p.ratio, t.ratio);
   }
   EXPECT_THROW(Tolerance::parse("close-enough"), Error);
+  EXPECT_THROW(Tolerance::parse("allclose(atol=1e-5e3,rtol=0)"), Error);
+  EXPECT_EQ(Tolerance::parse(Tolerance::allclose(1.2345678901234e-5, 0.1).str()).atol, 1.2345678901234e-5);
 }

@@ -3,8 +3,8 @@
 // A Tolerance says *how* two tensors must agree:
 //   exact      — bit-for-bit on the values (+0 vs -0 fails, a NaN matches only the same NaN bit
 //                pattern): an exact claim is a claim of identical computation;
-//   allclose   — every element: |got - ref| <= atol + rtol * |ref|; NaN/Inf are never close unless the
-//                reference holds the identical non-finite value;
+//   allclose   — every element: |got - ref| <= atol + rtol * |ref|; a non-finite value is close only to
+//                the identical bit pattern, or NaN to NaN (a NaN where ref is finite always fails);
 //   rel_rms    — RMS(got - ref) / RMS(ref) <= ratio, AND every element finite where ref is finite.
 // Every report names the worst element (flat index, ref, got), so a failure is never "most elements close".
 #pragma once
