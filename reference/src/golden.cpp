@@ -273,3 +273,104 @@ std::vector<GoldenCase> golden_cases(const ModelConfig& cfg0, std::uint64_t seed
 }
 
 }  // namespace replayssm::ref
+
+#include <filesystem>
+
+namespace replayssm::ref {
+
+namespace {
+std::map<std::string, FixtureOp>& extra_ops() {
+  static std::map<std::string, FixtureOp> ops;
+  return ops;
+}
+}  // namespace
+
+bool register_fixture_op(const std::string& op_prefix, FixtureOp fn) {
+  extra_ops()[op_prefix] = fn;
+  return true;
+}
+
+Fixture to_fixture(const GoldenCase& g) {
+  Fixture f;
+  f.op = g.op;
+  f.config = g.config;
+  f.seed = g.seed;
+  f.precision = "f64";
+  f.tolerance = g.tolerance;
+  f.tensors = g.tensors;
+  return f;
+}
+
+std::vector<std::string> write_golden_set(const ModelConfig& cfg, std::uint64_t seed, const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  std::vector<std::string> paths;
+  for (const auto& g : golden_cases(cfg, seed)) {
+    const auto path = (std::filesystem::path(dir) / (g.name + ".safetensors")).string();
+    save_fixture(path, to_fixture(g));
+    paths.push_back(path);
+  }
+  return paths;
+}
+
+nlohmann::json FixtureCheck::to_json() const {
+  auto ts = nlohmann::json::array();
+  for (const auto& t : tensors)
+    ts.push_back({{"name", t.name},
+                  {"tolerance", t.tolerance.str()},
+                  {"ok", t.report.ok},
+                  {"max_abs", t.report.max_abs},
+                  {"rel_rms", t.report.rel_rms},
+                  {"worst_index", t.report.worst_index},
+                  {"worst_ref", t.report.worst_ref},
+                  {"worst_got", t.report.worst_got},
+                  {"mismatches", t.report.mismatches}});
+  return nlohmann::json{{"path", path}, {"op", op}, {"ok", ok}, {"error", error}, {"tensors", ts}};
+}
+
+FixtureCheck check_fixture_file(const std::string& path) {
+  FixtureCheck r;
+  r.path = path;
+  try {
+    const Fixture f = load_fixture(path);
+    r.op = f.op;
+    std::map<std::string, Tensor> got;
+    bool handled = false;
+    for (const auto& [prefix, fn] : extra_ops())
+      if (f.op.rfind(prefix, 0) == 0) {
+        got = fn(f);
+        handled = true;
+      }
+    if (!handled) got = run_golden_op(f.op, f.config, f.tensors);
+    r.ok = true;
+    for (const auto& name : f.tensor_names("out.")) {
+      const auto it = got.find(name);
+      TensorCheck tc{name, f.tolerance_for(name), {}};
+      if (it == got.end()) {
+        tc.report.ok = false;
+        tc.report.message = "FAIL the reference produced no tensor '" + name + "'";
+      } else {
+        const Tensor& want = f.tensors.at(name);
+        if (want.dtype != it->second.dtype || want.shape != it->second.shape) {
+          tc.report.ok = false;
+          tc.report.message = "FAIL dtype/shape differ: fixture " + std::string(dtype_name(want.dtype)) +
+                              shape_str(want.shape) + ", reference " + std::string(dtype_name(it->second.dtype)) +
+                              shape_str(it->second.shape);
+        } else if (is_float(want.dtype)) {
+          tc.report = compare(want.to_f64(), it->second.to_f64(), tc.tolerance);
+        } else {
+          const auto a = want.to_i64(), b = it->second.to_i64();
+          tc.report = compare(std::vector<double>(a.begin(), a.end()), std::vector<double>(b.begin(), b.end()),
+                              tc.tolerance);
+        }
+      }
+      r.ok = r.ok && tc.report.ok;
+      r.tensors.push_back(tc);
+    }
+  } catch (const std::exception& e) {
+    r.ok = false;
+    r.error = e.what();
+  }
+  return r;
+}
+
+}  // namespace replayssm::ref

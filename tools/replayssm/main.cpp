@@ -5,21 +5,27 @@
 #include <cstdio>
 #include <exception>
 
+#include "commands.hpp"
 #include "replayssm/error.hpp"
+
+namespace replayssm::cli {
+int exit_code = 0;
+}
 
 int main(int argc, char** argv) {
   CLI::App app{"replayssm: reference and conformance oracle for ReplaySSM (GDN / KDA) in hybrid models"};
   app.require_subcommand(1);
+  replayssm::cli::register_conform(app);
+  replayssm::cli::register_fuzz(app);
+  replayssm::cli::register_fixtures(app);
+  replayssm::cli::register_check(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
-  } catch (const replayssm::Error& e) {
-    std::fprintf(stderr, "replayssm: error: %s\n", e.what());
-    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "replayssm: error: %s\n", e.what());
     return 2;
   }
-  return 0;
+  return replayssm::cli::exit_code;
 }

@@ -44,3 +44,38 @@ std::map<std::string, Tensor> run_golden_op(const std::string& op, const nlohman
 std::vector<std::string> golden_ops();
 
 }  // namespace replayssm::ref
+
+#include "replayssm/fixture.hpp"
+
+namespace replayssm::ref {
+
+// The fixture file of a golden case (metadata per docs/fixture-format.md, precision "f64").
+Fixture to_fixture(const GoldenCase& g);
+
+// Writes the golden set of cfg into dir (created if needed), one file per case, each written atomically.
+// Returns the paths written.
+std::vector<std::string> write_golden_set(const ModelConfig& cfg, std::uint64_t seed, const std::string& dir);
+
+struct TensorCheck {
+  std::string name;
+  Tolerance tolerance;
+  CompareReport report;
+};
+struct FixtureCheck {
+  std::string path;
+  std::string op;
+  bool ok = false;
+  std::string error;  // set when the file could not be checked at all (corrupt, unknown op, ...)
+  std::vector<TensorCheck> tensors;
+  nlohmann::json to_json() const;
+};
+
+// Re-runs the reference on a fixture's inputs and compares every out.* tensor under its tolerance.
+// Never throws for a bad file: the problem is reported in FixtureCheck::error.
+FixtureCheck check_fixture_file(const std::string& path);
+
+// Registers a fixture operation family (e.g. "mrope.") implemented outside this file; returns true.
+using FixtureOp = std::map<std::string, Tensor> (*)(const Fixture& f);
+bool register_fixture_op(const std::string& op_prefix, FixtureOp fn);
+
+}  // namespace replayssm::ref

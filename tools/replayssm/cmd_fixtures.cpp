@@ -1,0 +1,97 @@
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "replayssm/error.hpp"
+#include "replayssm/reference/golden.hpp"
+
+namespace replayssm::cli {
+
+namespace fs = std::filesystem;
+
+// Expands files and directories (recursively) into a sorted list of .safetensors files.
+std::vector<std::string> collect_fixtures(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (const auto& a : args) {
+    require(fs::exists(a), "path", "'", a, "' does not exist");
+    if (fs::is_directory(a)) {
+      std::vector<std::string> here;
+      for (const auto& e : fs::recursive_directory_iterator(a))
+        if (e.is_regular_file() && e.path().extension() == ".safetensors") here.push_back(e.path().string());
+      std::sort(here.begin(), here.end());
+      out.insert(out.end(), here.begin(), here.end());
+    } else {
+      out.push_back(a);
+    }
+  }
+  return out;
+}
+
+// Checks every fixture; prints one line per fixture and per tensor; returns the number of failures.
+int check_and_print(const std::vector<std::string>& files, nlohmann::json* report, bool quiet) {
+  int failures = 0;
+  auto arr = nlohmann::json::array();
+  for (const auto& f : files) {
+    const auto r = ref::check_fixture_file(f);
+    failures += r.ok ? 0 : 1;
+    if (!quiet || !r.ok) {
+      std::cout << (r.ok ? "ok   " : "FAIL ") << f << " (" << (r.op.empty() ? "?" : r.op) << ")\n";
+      if (!r.error.empty()) std::cout << "     error: " << r.error << "\n";
+      for (const auto& t : r.tensors) std::cout << "     " << t.name << ": " << t.report.str() << "\n";
+    }
+    arr.push_back(r.to_json());
+  }
+  if (report) *report = arr;
+  return failures;
+}
+
+void register_fixtures(CLI::App& app) {
+  auto* fx = app.add_subcommand("fixtures", "Golden fixture files (safetensors, docs/fixture-format.md)");
+  fx->require_subcommand(1);
+  auto* gen = fx->add_subcommand("generate", "Write the golden set of a model preset into a directory");
+  struct Opts {
+    std::string preset = "qwen3.5", out;
+    std::uint64_t seed = 20261129;
+  };
+  auto o = std::make_shared<Opts>();
+  gen->add_option("--preset", o->preset, "Model preset (" + [] {
+    std::string s;
+    for (const auto& n : preset_names()) s += (s.empty() ? "" : ", ") + n;
+    return s;
+  }())->capture_default_str();
+  gen->add_option("--out", o->out, "Output directory (created if missing)")->required();
+  gen->add_option("--seed", o->seed, "Seed of all generated inputs")->capture_default_str();
+  gen->callback([o] {
+    const auto paths = ref::write_golden_set(preset(o->preset), o->seed, o->out);
+    std::cout << "wrote " << paths.size() << " fixtures for preset " << o->preset << " (seed " << o->seed << ") to "
+              << o->out << "\n";
+  });
+}
+
+void register_check(CLI::App& app) {
+  auto* chk = app.add_subcommand("check", "Re-run the reference on fixtures and compare under their tolerances");
+  auto paths = std::make_shared<std::vector<std::string>>();
+  auto json_out = std::make_shared<std::string>();
+  auto quiet = std::make_shared<bool>(false);
+  chk->add_option("paths", *paths, "Fixture files or directories (searched recursively)")->required();
+  chk->add_option("--json", *json_out, "Write a machine-readable report to this file");
+  chk->add_flag("--quiet", *quiet, "Print failing fixtures only");
+  chk->callback([paths, json_out, quiet] {
+    const auto files = collect_fixtures(*paths);
+    require(!files.empty(), "paths", "no .safetensors files found");
+    nlohmann::json rep;
+    const int failures = check_and_print(files, &rep, *quiet);
+    std::cout << (files.size() - failures) << " passed, " << failures << " failed\n";
+    if (!json_out->empty()) {
+      std::ofstream(*json_out) << nlohmann::json{{"fixtures", rep}, {"passed", files.size() - failures},
+                                                 {"failed", failures}}.dump(2)
+                               << "\n";
+    }
+    if (failures) exit_code = 1;
+  });
+}
+
+}  // namespace replayssm::cli

@@ -1,0 +1,165 @@
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "campaign.hpp"
+#include "commands.hpp"
+#include "replayssm/error.hpp"
+#include "replayssm/reference/golden.hpp"
+
+namespace replayssm::cli {
+
+std::vector<std::string> collect_fixtures(const std::vector<std::string>& args);
+int check_and_print(const std::vector<std::string>& files, nlohmann::json* report, bool quiet);
+
+namespace {
+struct FuzzArgs {
+  std::string target = "reference";
+  std::string preset = "qwen3.5";
+  int layers = 2;
+  int cases = 20;
+  int max_commands = 30;
+  int slots = 6;
+  int max_T = 4;
+  std::uint64_t seed = 1;
+  std::string recon = "serial";
+  std::string ring_dtype = "F32";
+  std::string fault = "none";
+  std::string dump_dir = ".";
+};
+
+void add_fuzz_options(CLI::App* c, FuzzArgs& a) {
+  c->add_option("--preset", a.preset, "Model preset")->capture_default_str();
+  c->add_option("--layers", a.layers, "Layers to simulate (0 = all of the preset)")->capture_default_str();
+  c->add_option("--cases", a.cases, "Command sequences per target")->capture_default_str();
+  c->add_option("--max-commands", a.max_commands, "Longest command sequence")->capture_default_str();
+  c->add_option("--slots", a.slots, "State pool slots")->capture_default_str();
+  c->add_option("--max-T", a.max_T, "Largest verify window (1 + drafts)")->capture_default_str();
+  c->add_option("--seed", a.seed, "Campaign seed (same seed, same cases)")->capture_default_str();
+  c->add_option("--recon", a.recon, "Ring reconstruction: serial or closed_form")->capture_default_str();
+  c->add_option("--ring-dtype", a.ring_dtype, "Ring record dtype: F32 or BF16")->capture_default_str();
+  c->add_option("--dump-dir", a.dump_dir, "Where a failing case is written")->capture_default_str();
+}
+
+fuzz::FuzzOptions options_for(const FuzzArgs& a, const std::string& target) {
+  fuzz::FuzzOptions o;
+  o.target = target;
+  o.cfg = preset(a.preset);
+  require(a.layers >= 0, "layers", "must be >= 0");
+  if (a.layers > 0) o.cfg.num_layers = std::min(a.layers, o.cfg.num_layers);
+  o.seed = a.seed;
+  o.cases = a.cases;
+  o.max_commands = a.max_commands;
+  o.num_slots = a.slots;
+  o.max_T = a.max_T;
+  require(a.recon == "serial" || a.recon == "closed_form", "recon", "must be serial or closed_form");
+  o.recon = a.recon == "serial" ? ref::Reconstruction::Serial : ref::Reconstruction::ClosedForm;
+  o.ring_record_dtype = parse_dtype(a.ring_dtype, "ring-dtype");
+  o.fault = ref::parse_fault(a.fault);
+  o.dump_dir = a.dump_dir;
+  return o;
+}
+
+std::vector<std::string> targets_for(const std::string& t) {
+  if (t == "reference") return {"replay", "ring"};
+  return {t};
+}
+
+void print_report(const fuzz::FuzzReport& r) {
+  std::printf("%-8s %s  %d cases passed  %.2f s  %.3f cases/s\n", r.target.c_str(), r.failed ? "FAIL" : "ok  ",
+              r.cases_passed, r.seconds, r.cases_per_second);
+  if (r.failed) {
+    std::printf("  reason: %s\n  replay: replayssm fuzz --replay %s\n  rerun:  %s\n%s\n", r.reason.c_str(),
+                r.dump_path.c_str(), r.reproduce.c_str(), r.counterexample.c_str());
+  }
+}
+}  // namespace
+
+void register_fuzz(CLI::App& app) {
+  auto* c = app.add_subcommand("fuzz", "Fuzz a ReplaySSM target against the full-state oracle (lifecycle model)");
+  auto a = std::make_shared<FuzzArgs>();
+  auto replay = std::make_shared<std::string>();
+  auto json_out = std::make_shared<std::string>();
+  c->add_option("--target", a->target,
+                "reference (= replay and ring), replay, ring, or another registered target (cuda)")
+      ->capture_default_str();
+  add_fuzz_options(c, *a);
+  c->add_option("--fault", a->fault, "Inject a catalogue fault into the target (to see the suite catch it)")
+      ->capture_default_str();
+  c->add_option("--replay", *replay, "Re-run a dumped failing case instead of fuzzing");
+  c->add_option("--json", *json_out, "Write a machine-readable report to this file");
+  c->callback([a, replay, json_out] {
+    if (!replay->empty()) {
+      const auto why = fuzz::replay_dump(*replay);
+      std::cout << (why.empty() ? "case passes now" : "case fails: " + why) << "\n";
+      if (!why.empty()) exit_code = 1;
+      return;
+    }
+    auto reports = nlohmann::json::array();
+    for (const auto& t : targets_for(a->target)) {
+      const auto r = fuzz::run_fuzz(options_for(*a, t), &std::cerr);
+      print_report(r);
+      reports.push_back(r.to_json());
+      if (r.failed) exit_code = 1;
+    }
+    if (!json_out->empty()) std::ofstream(*json_out) << nlohmann::json{{"campaigns", reports}}.dump(2) << "\n";
+  });
+}
+
+void register_conform(CLI::App& app) {
+  auto* c = app.add_subcommand(
+      "conform", "Main job: golden fixture check plus fuzz campaigns of every reference target, with a summary");
+  auto a = std::make_shared<FuzzArgs>();
+  auto fixtures = std::make_shared<std::vector<std::string>>();
+  auto json_out = std::make_shared<std::string>();
+  auto seed = std::make_shared<std::uint64_t>(20261129);
+  add_fuzz_options(c, *a);
+  c->add_option("--target", a->target, "Targets to fuzz (reference = replay and ring)")->capture_default_str();
+  c->add_option("--fixtures", *fixtures,
+                "Fixture files/directories to check (default: generate the preset's golden set into a temporary "
+                "directory and check it)");
+  c->add_option("--fixture-seed", *seed, "Seed of the generated golden set")->capture_default_str();
+  c->add_option("--json", *json_out, "Write the machine-readable report to this file");
+  c->callback([a, fixtures, json_out, seed] {
+    nlohmann::json report{{"preset", a->preset}};
+    std::vector<std::string> files;
+    std::filesystem::path tmp;
+    if (fixtures->empty()) {
+      tmp = std::filesystem::temp_directory_path() /
+            ("replayssm-conform-" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+      files = ref::write_golden_set(preset(a->preset), *seed, tmp.string());
+      std::cout << "== golden set: " << files.size() << " fixtures for " << a->preset << " generated in " << tmp
+                << "\n";
+    } else {
+      files = collect_fixtures(*fixtures);
+    }
+    std::cout << "== fixture check\n";
+    nlohmann::json fx;
+    const int fx_fail = check_and_print(files, &fx, true);
+    std::cout << (files.size() - fx_fail) << " passed, " << fx_fail << " failed\n";
+    report["fixtures"] = {{"passed", files.size() - fx_fail}, {"failed", fx_fail}, {"results", fx}};
+    if (!tmp.empty()) std::filesystem::remove_all(tmp);
+    std::cout << "== fuzz campaigns (" << a->cases << " cases each, " << a->layers << " layer(s) of " << a->preset
+              << ")\n";
+    auto camps = nlohmann::json::array();
+    int fz_fail = 0;
+    for (const auto& t : targets_for(a->target)) {
+      const auto r = fuzz::run_fuzz(options_for(*a, t), &std::cerr);
+      print_report(r);
+      camps.push_back(r.to_json());
+      fz_fail += r.failed ? 1 : 0;
+    }
+    report["fuzz"] = camps;
+    const bool ok = fx_fail == 0 && fz_fail == 0;
+    report["ok"] = ok;
+    std::cout << "== summary: fixtures " << (fx_fail ? "FAIL" : "ok") << ", fuzz " << (fz_fail ? "FAIL" : "ok")
+              << " -> " << (ok ? "CONFORMANT" : "NOT CONFORMANT") << "\n";
+    if (!json_out->empty()) std::ofstream(*json_out) << report.dump(2) << "\n";
+    if (!ok) exit_code = 1;
+  });
+}
+
+}  // namespace replayssm::cli
