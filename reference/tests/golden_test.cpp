@@ -1,0 +1,99 @@
+// The golden-fixture path must be able to fail: tampered expectations, corrupt files and unknown ops are
+// reported (never silently passed), and the fuzz campaign catches an injected fault and its dump replays.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "campaign.hpp"
+#include "replayssm/error.hpp"
+#include "replayssm/fixture.hpp"
+#include "replayssm/reference/golden.hpp"
+
+using namespace replayssm;
+
+namespace {
+std::filesystem::path temp_dir(const std::string& name) {
+  auto p = std::filesystem::temp_directory_path() / ("replayssm-test-" + name + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(p);
+  std::filesystem::create_directories(p);
+  return p;
+}
+}  // namespace
+
+TEST(Golden, GeneratedSetChecksClean) {
+  const auto dir = temp_dir("golden-clean");
+  const auto paths = ref::write_golden_set(preset("tiny-kda"), 5, dir.string());
+  ASSERT_FALSE(paths.empty());
+  for (const auto& p : paths) {
+    const auto r = ref::check_fixture_file(p);
+    EXPECT_TRUE(r.ok) << p << ": " << r.error;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Golden, TamperedExpectationFailsAndNamesTheWorstElement) {
+  const auto dir = temp_dir("golden-tamper");
+  const auto paths = ref::write_golden_set(preset("tiny-gdn"), 5, dir.string());
+  for (const auto& p : paths) {
+    if (p.find("recurrent") == std::string::npos) continue;
+    Fixture f = load_fixture(p);
+    auto vals = f.tensors.at("out.state").to_f32();
+    vals[7] += 0.01f;  // far outside allclose(1e-5, 1e-4)
+    f.tensors["out.state"] = Tensor::from_f32(f.tensors.at("out.state").dtype, f.tensors.at("out.state").shape, vals);
+    save_fixture(p, f);
+    const auto r = ref::check_fixture_file(p);
+    EXPECT_FALSE(r.ok);
+    bool named = false;
+    for (const auto& t : r.tensors)
+      if (t.name == "out.state") named = !t.report.ok && t.report.worst_index == 7;
+    EXPECT_TRUE(named);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Golden, CorruptFileIsReportedNotThrown) {
+  const auto dir = temp_dir("golden-corrupt");
+  const auto paths = ref::write_golden_set(preset("tiny-gdn"), 5, dir.string());
+  const auto size = std::filesystem::file_size(paths[0]);
+  std::filesystem::resize_file(paths[0], size - 3);
+  const auto r = ref::check_fixture_file(paths[0]);
+  EXPECT_FALSE(r.ok);
+  EXPECT_FALSE(r.error.empty());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Golden, MtpBatchRejectsAcceptedOutsideWindow) {
+  auto cases = ref::golden_cases(preset("tiny-gdn"), 9);
+  for (auto& g : cases) {
+    if (g.op != "mtp_batch") continue;
+    g.tensors["in.accepted"] = Tensor::from_i32({4}, {4, 1, 5, 2});
+    try {
+      ref::run_golden_op(g.op, g.config, g.tensors);
+      FAIL() << "accepted = 5 > T = 4 was not rejected";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.field(), "in.accepted[2]");
+    }
+  }
+}
+
+TEST(Fuzz, CampaignCatchesInjectedFaultAndTheDumpReplays) {
+  const auto dir = temp_dir("fuzz");
+  fuzz::FuzzOptions o;
+  o.cfg = preset("tiny-gdn");
+  o.target = "replay";
+  o.fault = ref::Fault::ZeroAcceptedAsOne;
+  o.cases = 100;
+  o.seed = 3;
+  o.dump_dir = dir.string();
+  const auto r = fuzz::run_fuzz(o, nullptr);
+  ASSERT_TRUE(r.failed);
+  EXPECT_FALSE(fuzz::replay_dump(r.dump_path).empty());
+  o.fault = ref::Fault::None;
+  const auto clean = fuzz::run_fuzz(o, nullptr);
+  EXPECT_FALSE(clean.failed) << clean.reason;
+  EXPECT_EQ(clean.cases_passed, 100);
+  std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs the build and test dependencies from Debian packages (Debian 12 or newer). Run as root, or with
+# sudo available. CUDA is optional: when nvcc is on PATH the kernels are built too.
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends \
+  build-essential cmake ninja-build pkg-config \
+  libeigen3-dev libgtest-dev libgmock-dev librapidcheck-dev nlohmann-json3-dev libcli11-dev \
+  python3 python3-venv >/dev/null
+echo "dependencies installed"

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# End-to-end checks of the replayssm CLI: exit codes and messages a CI job relies on.
+set -u
+BIN="$1"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+fail() { echo "cli_smoke: $*" >&2; exit 1; }
+
+"$BIN" --help >/dev/null || fail "--help failed"
+for sub in conform fuzz check "fixtures generate"; do
+  $BIN $sub --help >/dev/null || fail "$sub --help failed"
+done
+"$BIN" fixtures generate --preset tiny-kda --out "$WORK/g" >/dev/null || fail "generate failed"
+"$BIN" check "$WORK/g" --json "$WORK/report.json" >/dev/null || fail "clean golden set did not pass"
+grep -q '"failed": 0' "$WORK/report.json" || fail "JSON report missing or wrong"
+f="$(ls "$WORK"/g/*recurrent*.safetensors | head -1)"
+truncate -s -5 "$f"
+out="$("$BIN" check "$WORK/g" 2>&1)"; rc=$?
+[ $rc -eq 1 ] || fail "truncated fixture: expected exit 1, got $rc"
+echo "$out" | grep -q "error:" || fail "truncated fixture: no error line"
+"$BIN" fixtures generate --preset no-such-model --out "$WORK/x" >/dev/null 2>"$WORK/err"; rc=$?
+[ $rc -ne 0 ] && grep -q "preset" "$WORK/err" || fail "unknown preset not reported"
+"$BIN" fuzz --target replay --preset tiny-gdn --cases 100 --fault zero_accepted_as_one --dump-dir "$WORK/d" >/dev/null 2>&1; rc=$?
+[ $rc -eq 1 ] || fail "fuzz with injected fault: expected exit 1, got $rc"
+d="$(ls "$WORK"/d/*.safetensors | head -1)"
+[ -n "$d" ] || fail "no dump written"
+"$BIN" fuzz --replay "$d" >/dev/null; rc=$?
+[ $rc -eq 1 ] || fail "replayed dump should still fail, got $rc"
+"$BIN" conform --preset tiny-kda --cases 10 --json "$WORK/conform.json" >/dev/null 2>&1 || fail "conform on tiny-kda failed"
+grep -q '"ok": true' "$WORK/conform.json" || fail "conform JSON does not say ok"
+echo "cli_smoke: ok"
