@@ -128,6 +128,15 @@ TEST(MropePositions, PerFrameVideoWithoutText) {
   EXPECT_EQ(plan.delta(), -4);
 }
 
+TEST(MropePositions, PerFrameSpanIgnoresFrameCount) {
+  // Video (3,2,2): one placeholder per frame. Per-frame models advance by max(h, w) = 1 per frame; Qwen2-VL
+  // walks the temporal axis inside one item and advances by max(T, h, w) = 3 after it. Both end at 4 here,
+  // but the frames sit differently.
+  const Request r{{Segment::text(1), Segment::video(3, 2, 2, 1.0), Segment::text(1)}};
+  EXPECT_EQ(PromptPlan(get_preset("qwen3.5"), r).table(), rows({0, 1, 2, 3, 4}, {0, 1, 2, 3, 4}, {0, 1, 2, 3, 4}));
+  EXPECT_EQ(PromptPlan(get_preset("qwen2-vl"), r).table(), rows({0, 1, 2, 3, 4}, {0, 1, 1, 1, 4}, {0, 1, 1, 1, 4}));
+}
+
 TEST(MropePositions, TextOnlyIsOneDimensional) {
   const PromptPlan plan(get_preset("qwen3.5"), Request{{Segment::text(4), Segment::text(0), Segment::text(3)}});
   EXPECT_EQ(plan.table(), diag(0, 7));
