@@ -7,9 +7,12 @@
 
 #include "replayssm/error.hpp"
 
+void register_mrope(CLI::App& app);
+
 int main(int argc, char** argv) {
   CLI::App app{"replayssm: reference and conformance oracle for ReplaySSM (GDN / KDA) in hybrid models"};
   app.require_subcommand(1);
+  register_mrope(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
