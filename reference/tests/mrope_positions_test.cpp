@@ -96,6 +96,17 @@ TEST(MropePositions, Qwen25VlTruncatesOnlyAfterTheMultiply) {
   }
 }
 
+TEST(MropePositions, Qwen25VlTimeIsEvaluatedInBinary32) {
+  // At 2.3 fps, second_per_grid = 2 / 2.3 and group 69 lands exactly on 120 in exact arithmetic. The binary32
+  // product (the HF torch expression) is just below 120 and truncates to 119; a binary64 evaluation gives
+  // 120. The reference follows binary32 (docs/mrope.md, "Where public implementations differ").
+  Segment v = Segment::video(70, 2, 2);
+  v.fps = 2.3;
+  const PromptPlan plan(get_preset("qwen2.5-vl"), Request{{v}});
+  EXPECT_EQ(plan.table()[69][0], 119);
+  EXPECT_EQ(plan.table()[68][0], 118);
+}
+
 TEST(MropePositions, Qwen25VlImagesIgnoreTime) {
   // An image grid with T = 2 (never produced by the processors) keeps a zero temporal offset in the
   // scaled-time rule; Qwen2-VL uses the group index.
