@@ -11,6 +11,7 @@
 namespace replayssm::cli {
 int exit_code = 0;
 }
+void register_mrope(CLI::App& app);
 
 int main(int argc, char** argv) {
   CLI::App app{"replayssm: reference and conformance oracle for ReplaySSM (GDN / KDA) in hybrid models"};
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
   replayssm::cli::register_fuzz(app);
   replayssm::cli::register_fixtures(app);
   replayssm::cli::register_check(app);
+  register_mrope(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
