@@ -276,19 +276,12 @@ std::vector<GoldenCase> golden_cases(const ModelConfig& cfg0, std::uint64_t seed
 
 #include <filesystem>
 
+namespace replayssm::mrope {
+std::map<std::string, Tensor> fixture_outputs(const Fixture& f);  // mrope_check.cpp
+}
+
 namespace replayssm::ref {
 
-namespace {
-std::map<std::string, FixtureOp>& extra_ops() {
-  static std::map<std::string, FixtureOp> ops;
-  return ops;
-}
-}  // namespace
-
-bool register_fixture_op(const std::string& op_prefix, FixtureOp fn) {
-  extra_ops()[op_prefix] = fn;
-  return true;
-}
 
 Fixture to_fixture(const GoldenCase& g) {
   Fixture f;
@@ -309,6 +302,9 @@ std::vector<std::string> write_golden_set(const ModelConfig& cfg, std::uint64_t 
     save_fixture(path, to_fixture(g));
     paths.push_back(path);
   }
+  const auto mdir = (std::filesystem::path(dir) / "mrope").string();
+  std::filesystem::create_directories(mdir);
+  for (const auto& p : write_mrope_fixtures(seed, mdir)) paths.push_back(p);
   return paths;
 }
 
@@ -334,13 +330,12 @@ FixtureCheck check_fixture_file(const std::string& path) {
     const Fixture f = load_fixture(path);
     r.op = f.op;
     std::map<std::string, Tensor> got;
-    bool handled = false;
-    for (const auto& [prefix, fn] : extra_ops())
-      if (f.op.rfind(prefix, 0) == 0) {
-        got = fn(f);
-        handled = true;
-      }
-    if (!handled) got = run_golden_op(f.op, f.config, f.tensors);
+    if (f.op.rfind("mrope.", 0) == 0) {
+      require(f.op == "mrope.rotary", "op", "unknown MRoPE operation '", f.op, "'");
+      got = mrope::fixture_outputs(f);
+    } else {
+      got = run_golden_op(f.op, f.config, f.tensors);
+    }
     r.ok = true;
     for (const auto& name : f.tensor_names("out.")) {
       const auto it = got.find(name);

@@ -97,3 +97,19 @@ TEST(Fuzz, CampaignCatchesInjectedFaultAndTheDumpReplays) {
   EXPECT_EQ(clean.cases_passed, 100);
   std::filesystem::remove_all(dir);
 }
+
+TEST(Golden, MropeFixtureRecomputesFromInputsAndCatchesAShiftedPosition) {
+  const auto dir = temp_dir("golden-mrope");
+  const auto paths = ref::write_mrope_fixtures(11, dir.string());
+  ASSERT_EQ(paths.size(), 4u);
+  for (const auto& p : paths) {
+    EXPECT_TRUE(ref::check_fixture_file(p).ok) << p;
+    Fixture f = load_fixture(p);
+    auto pos = f.tensors.at("out.positions").to_i64();
+    pos[pos.size() - 1] += 1;  // the last token's w position off by one
+    f.tensors["out.positions"] = Tensor::from_i64(f.tensors.at("out.positions").shape, pos);
+    save_fixture(p, f);
+    EXPECT_FALSE(ref::check_fixture_file(p).ok) << p;
+  }
+  std::filesystem::remove_all(dir);
+}

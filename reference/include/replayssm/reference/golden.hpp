@@ -52,8 +52,8 @@ namespace replayssm::ref {
 // The fixture file of a golden case (metadata per docs/fixture-format.md, precision "f64").
 Fixture to_fixture(const GoldenCase& g);
 
-// Writes the golden set of cfg into dir (created if needed), one file per case, each written atomically.
-// Returns the paths written.
+// Writes the golden set of cfg into dir (created if needed), one file per case, each written atomically,
+// plus the MRoPE fixtures of every MRoPE preset in dir/mrope. Returns the paths written.
 std::vector<std::string> write_golden_set(const ModelConfig& cfg, std::uint64_t seed, const std::string& dir);
 
 struct TensorCheck {
@@ -74,8 +74,8 @@ struct FixtureCheck {
 // Never throws for a bad file: the problem is reported in FixtureCheck::error.
 FixtureCheck check_fixture_file(const std::string& path);
 
-// Registers a fixture operation family (e.g. "mrope.") implemented outside this file; returns true.
-using FixtureOp = std::map<std::string, Tensor> (*)(const Fixture& f);
-bool register_fixture_op(const std::string& op_prefix, FixtureOp fn);
+// MRoPE fixtures ("mrope.rotary": positions, delta and rotated q/k of one generated multimodal request per
+// MRoPE preset, see mrope_fixture.hpp) written into dir; write_golden_set includes them under mrope/.
+std::vector<std::string> write_mrope_fixtures(std::uint64_t seed, const std::string& dir);
 
 }  // namespace replayssm::ref
