@@ -12,5 +12,6 @@ void register_fixtures(CLI::App& app);  // fixtures generate
 void register_check(CLI::App& app);     // check FIXTURE_OR_DIR...
 void register_fuzz(CLI::App& app);      // fuzz
 void register_conform(CLI::App& app);   // conform (the main job)
+void register_bench(CLI::App& app);     // bench (fuzz throughput; GPU kernels when built with CUDA)
 
 }  // namespace replayssm::cli

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   replayssm::cli::register_fuzz(app);
   replayssm::cli::register_fixtures(app);
   replayssm::cli::register_check(app);
+  replayssm::cli::register_bench(app);
   register_mrope(app);
   try {
     app.parse(argc, argv);
