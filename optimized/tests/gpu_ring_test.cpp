@@ -1,5 +1,6 @@
 // Standard (T = 1) ring decode on the GPU against the CPU float recurrence, step after step across
 // flushes, with staggered cursors; L = 1 (every step a flush) bit-exact with verify + commit at T = 1.
+// Cases per ring length: REPLAYSSM_GPU_RING_REPS (default 3).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -159,8 +160,9 @@ TEST(GpuRing, GdnDecodeMatchesRecurrence) {
   REPLAYSSM_REQUIRE_GPU();
   WorstTracker worst;
   std::uint64_t seed = env_u64("REPLAYSSM_GPU_SEED", 1) * 7919;
+  const int reps = static_cast<int>(env_u64("REPLAYSSM_GPU_RING_REPS", 3));
   for (int L : {1, 2, 4, 8, 16})
-    for (int rep = 0; rep < 3; ++rep) {
+    for (int rep = 0; rep < reps; ++rep) {
       run_ring(seed++, Op::GDN, L, worst);
       if (HasFatalFailure()) return;
     }
@@ -171,8 +173,9 @@ TEST(GpuRing, KdaDecodeMatchesRecurrence) {
   REPLAYSSM_REQUIRE_GPU();
   WorstTracker worst;
   std::uint64_t seed = env_u64("REPLAYSSM_GPU_SEED", 1) * 7919 + 500;
+  const int reps = static_cast<int>(env_u64("REPLAYSSM_GPU_RING_REPS", 3));
   for (int L : {1, 3, 8})
-    for (int rep = 0; rep < 2; ++rep) {
+    for (int rep = 0; rep < reps; ++rep) {
       run_ring(seed++, Op::KDA, L, worst);
       if (HasFatalFailure()) return;
     }
