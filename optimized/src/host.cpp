@@ -298,6 +298,25 @@ void DeviceBatch::set_layers(const std::vector<LayerPointers>& layers, Stream s)
         "cudaMemcpyAsync");
 }
 
+std::string to_string(Schedule s) {
+  switch (s) {
+    case Schedule::Auto: return "auto";
+    case Schedule::PerTile: return "per-tile";
+    case Schedule::Persistent: return "persistent";
+  }
+  return "auto";
+}
+
+void DeviceBatch::set_schedule(Schedule sched) {
+  require(!(sched == Schedule::Persistent && cfg_.layout != StateLayout::VK), "schedule",
+          "the persistent schedule needs the [V,K] state layout");
+  sched_ = sched;
+}
+
+bool DeviceBatch::persistent() const {
+  return sched_ == Schedule::Persistent || (sched_ == Schedule::Auto && cfg_.layout == StateLayout::VK);
+}
+
 // -------------------------------------------------------------------------------------------------------
 namespace {
 
@@ -313,6 +332,7 @@ StepArgs base_args(const DeviceBatch& b) {
   a.row_width = PayloadGeometry::row_width(b.cfg());
   a.layers = reinterpret_cast<const DevLayer*>(b.d_layers());
   a.num_layers = b.pool().num_layers;
+  a.persistent = b.persistent() ? 1 : 0;
   return a;
 }
 

@@ -56,6 +56,9 @@ struct StepArgs {
   float* ring_g = nullptr;
   const std::int32_t* write_pos = nullptr;
   int ring_L = 0;
+  // Schedule of verify and commit_replay: 0 = one CTA per value-head tile, 1 = persistent grid with
+  // cp.async prefetch of the next tile ([V,K] layout only). Same arithmetic either way.
+  int persistent = 0;
 };
 
 // Each returns the cudaError_t of the launch (0 = success) as an int.

@@ -17,18 +17,20 @@ using namespace replayssm::testing;
 
 namespace {
 
-// Ring outputs vs the recurrence (docs/cuda.md): with fp32 records the two forms differ only by rounding
-// (exp of summed log-decays instead of a product of decays; rebuilt instead of carried state), ~1e-6 on
-// O(1) values, so allclose(5e-5, 5e-5). With bf16 activations the records u and k are stored in bf16
-// (relative error 2^-9 each, vLLM's ring dtypes) and outputs are rounded to bf16: rel_rms(1e-2).
-Tolerance ring_tolerance(DType act) {
-  return act == DType::BF16 ? Tolerance::rel_rms(1e-2) : Tolerance::allclose(5e-5, 5e-5);
+// Ring outputs vs the recurrence (docs/cuda.md):
+//  - fp32 records and fp32 checkpoint: the two forms differ only by rounding (exp of summed log-decays
+//    instead of a product of decays; rebuilt instead of carried state), ~1e-6 on O(1) values:
+//    allclose(5e-5, 5e-5);
+//  - bf16 checkpoint (fp32 records): at a flush the GPU and the CPU round fp32 states that differ by ~1e-7,
+//    so an element close to a bf16 rounding boundary can round to neighbouring bf16 values (one bf16 ulp,
+//    <= 2^-8 relative) and that difference is carried into every later output: allclose(1e-3, 4e-3);
+//  - bf16 activations: the records u and k are stored in bf16 (relative error 2^-9 each, the dtype vLLM's
+//    rings use) and outputs are rounded to bf16: rel_rms(1e-2).
+Tolerance ring_tolerance(DType act, DType state) {
+  if (act == DType::BF16) return Tolerance::rel_rms(1e-2);
+  if (state == DType::BF16) return Tolerance::allclose(1e-3, 4e-3);
+  return Tolerance::allclose(5e-5, 5e-5);
 }
-
-struct RingCase {
-  ModelConfig cfg;
-  int L = 1, steps = 1;
-};
 
 void run_ring(std::uint64_t seed, Op op, int Lring, WorstTracker& worst) {
   Rng r(derive_seed(seed, 9));
@@ -83,9 +85,9 @@ void run_ring(std::uint64_t seed, Op op, int Lring, WorstTracker& worst) {
   cuda::RingPointers ring{ru.get(), rk.get(), rg.as<float>()};
   cuda::DeviceBatch b(cfg, pool, PayloadGeometry{}, 1, nrows);
   std::vector<std::int32_t> wp(3, 0);
-  const Tolerance tol = ring_tolerance(ad), tol_s = sd == DType::BF16 || ad == DType::BF16
-                                                         ? Tolerance::rel_rms(1e-2)
-                                                         : Tolerance::allclose(5e-5, 5e-5);
+  const Tolerance tol = ring_tolerance(ad, sd), tol_s = sd == DType::BF16 || ad == DType::BF16
+                                                             ? Tolerance::rel_rms(1e-2)
+                                                             : Tolerance::allclose(5e-5, 5e-5);
   for (int step = 0; step < steps; ++step) {
     std::vector<BatchRow> rows(nrows);
     std::vector<std::int32_t> cursors(nrows, 0);

@@ -2,7 +2,8 @@
 // commit_copy) bit for bit, both against the CPU float reference within a stated tolerance, and every
 // byte the kernels must not touch (other slots, slot_stride gaps, outputs outside windows) unchanged.
 //
-// Case count: REPLAYSSM_GPU_CASES (default 48 per test); first seed: REPLAYSSM_GPU_SEED (default 1).
+// Case count: REPLAYSSM_GPU_CASES (default 48 per test), REPLAYSSM_GPU_BIG_CASES (default 4); first seed:
+// REPLAYSSM_GPU_SEED (default 1).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -105,6 +106,8 @@ void run_case(const StepCase& c, WorstTracker& worst, bool verbose) {
     LB.push_back(b);
   }
   cuda::DeviceBatch bf(cfg, c.pool, c.pay, c.max_T, nrows), br(cfg, c.pool, c.pay, c.max_T, nrows);
+  bf.set_schedule(c.sched_full);
+  br.set_schedule(c.sched_replay);
   bf.set_rows(c.rows, {}, c.total_tokens);
   br.set_rows(c.rows, c.pages, c.total_tokens);
   bf.set_layers(LA);
@@ -283,10 +286,28 @@ TEST(GpuStep, Head256) {
   std::uint64_t seed = 500;
   for (const auto& kv : shapes)
     for (int rep = 0; rep < 2; ++rep) {
-      run_case(make_case(seed++, Op::GDN, kv[0], kv[1]), worst, false);
+      run_case(make_case(seed++, Op::GDN, CaseShape{kv[0], kv[1]}), worst, false);
       if (HasFatalFailure()) return;
     }
-  run_case(make_case(seed++, Op::KDA, 256, 256), worst, false);
+  run_case(make_case(seed++, Op::KDA, CaseShape{256, 256}), worst, false);
+  worst.print();
+}
+
+// Enough tiles that each persistent CTA loops over several of them (items > resident CTAs), so the
+// prefetch of the next tile and the PAD / n = 0 skipping inside the loop are exercised; the two paths
+// draw their schedules independently, and a forced mix checks persistent against per-tile bitwise.
+TEST(GpuStep, PersistentScheduleLoopsOverManyTiles) {
+  REPLAYSSM_REQUIRE_GPU();
+  WorstTracker worst;
+  const std::uint64_t n = env_u64("REPLAYSSM_GPU_BIG_CASES", 4);
+  for (std::uint64_t seed = 900; seed < 900 + n; ++seed) {
+    StepCase c = make_case(seed, seed % 2 ? Op::KDA : Op::GDN, CaseShape{128, 128, 24, 4, 4, 2});
+    c.cfg.layout = StateLayout::VK;
+    c.sched_full = seed % 2 ? cuda::Schedule::PerTile : cuda::Schedule::Persistent;
+    c.sched_replay = seed % 2 ? cuda::Schedule::Persistent : cuda::Schedule::PerTile;
+    run_case(c, worst, false);
+    if (HasFatalFailure()) return;
+  }
   worst.print();
 }
 
@@ -332,5 +353,10 @@ TEST(GpuStep, LaunchersRejectBadDescriptors) {
   b.set_ring_cursors({0, 0}, 4);
   EXPECT_EQ(field_of([&] { cuda::ring_decode(b, lp, ring, in, o.get()); }), "rows[0].T");
   EXPECT_EQ(field_of([&] { b.set_ring_cursors({0, 4}, 4); }), "write_pos[1]");
+  ModelConfig kv = cfg;
+  kv.layout = StateLayout::KV;
+  cuda::DeviceBatch bkv(kv, pool, pay, 4, 2);
+  EXPECT_EQ(field_of([&] { bkv.set_schedule(cuda::Schedule::Persistent); }), "schedule");
+  EXPECT_EQ(field_of([&] { bkv.set_schedule(cuda::Schedule::PerTile); }), "<no error>");
   cuda::synchronize();
 }

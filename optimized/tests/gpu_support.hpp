@@ -56,14 +56,21 @@ struct StepCase {
   std::vector<BatchRow> rows;
   std::vector<std::int32_t> pages;
   std::int64_t total_tokens = 0;
+  cuda::Schedule sched_full = cuda::Schedule::Auto, sched_replay = cuda::Schedule::Auto;
   std::string describe() const;
+};
+
+// Optional overrides of make_case's draws (0 = draw).
+struct CaseShape {
+  int K = 0, V = 0, rows = 0, H = 0, G = 0, layers = 0;
 };
 
 // Draws a case from the seed: GVA ratio in {1,2,3,4,8}, K and V in {64,128} (unless forced), both state and
 // activation dtypes, both layouts, both l2norm forms, 1..3 layers, 1..5 rows with T in 1..8, accepted in
 // 0..T, PAD rows (T in 0..max_T), permuted slots, in-place and out-of-place commits, slot_stride gaps,
-// permuted pages of 1..4 tokens, token windows in permuted order with gaps.
-StepCase make_case(std::uint64_t seed, Op op, int force_K = 0, int force_V = 0);
+// permuted pages of 1..4 tokens, token windows in permuted order with gaps, and the schedule of each path
+// drawn from {Auto, PerTile} (Auto is the persistent schedule for [V,K]), so schedules are mixed too.
+StepCase make_case(std::uint64_t seed, Op op, const CaseShape& shape = {});
 
 // Tolerance used for GPU vs CPU float reference on quantities stored in dtype t (docs/cuda.md).
 Tolerance gpu_vs_cpu_tolerance(DType stored);
@@ -72,7 +79,7 @@ Tolerance gpu_vs_cpu_tolerance(DType stored);
 struct WorstTracker {
   struct Entry {
     std::string what;
-    double max_abs = 0, max_rel = 0, worst_excess = 0;
+    double max_abs = 0, max_rel = 0, worst_excess = 0, max_rel_rms = 0;
     std::string report;
   };
   std::vector<Entry> entries;

@@ -151,6 +151,17 @@ struct LayerNeeds {
 void validate_layers(const std::vector<LayerPointers>& layers, const PoolGeometry& pool, LayerNeeds needs);
 
 // ------------------------------------------------------------------------------------------------------
+// How verify_full_state, verify_replay and commit_replay are scheduled. The per-element arithmetic is the
+// same in both schedules, so results are bit-identical whichever is used (the tests mix them).
+enum class Schedule : std::uint8_t {
+  Auto,        // Persistent for the [V,K] layout, PerTile for [K,V]
+  PerTile,     // one CTA per (row, value head, V tile) (per layer for the commit): load, compute, store
+  Persistent,  // about two resident CTAs per SM loop over the tiles; while one tile is computed from
+               // registers, the next tile's state is prefetched into shared memory with cp.async ([V,K] only)
+};
+std::string to_string(Schedule s);
+
+// ------------------------------------------------------------------------------------------------------
 // A validated batch of one step resident on the device. Its device addresses never change after
 // construction, so a CUDA graph captured with it can be replayed after set_rows()/set_accepted() with new
 // contents (uploads happen outside capture).
@@ -173,6 +184,12 @@ class DeviceBatch {
   void set_ring_cursors(const std::vector<std::int32_t>& write_pos, std::int32_t L, Stream s = nullptr);
   // Uploads the per-layer pointer table used by the all-layer commits (validate_layers first).
   void set_layers(const std::vector<LayerPointers>& layers, Stream s = nullptr);
+  // Schedule of the verify and replay-commit launches (default Auto). Persistent with the [K,V] layout
+  // throws Error("schedule").
+  void set_schedule(Schedule sched);
+  Schedule schedule() const { return sched_; }
+  // The schedule actually used (Auto resolved).
+  bool persistent() const;
 
   const ModelConfig& cfg() const { return cfg_; }
   const PoolGeometry& pool() const { return pool_; }
@@ -203,6 +220,7 @@ class DeviceBatch {
   std::int64_t total_tokens_ = 0;
   bool has_pages_ = false;
   std::int32_t ring_L_ = 0;
+  Schedule sched_ = Schedule::Auto;
   DeviceBuffer d_rows_, d_pages_, d_write_pos_, d_layers_;
 };
 
