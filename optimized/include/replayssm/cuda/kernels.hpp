@@ -43,7 +43,8 @@
 //                       page_tokens + t % page_tokens; inside a row: k [H,K] at 0, v [HV,V] at H*K,
 //                       a [HV,a_width] at H*K + HV*V, b [HV] at H*K + HV*V + HV*a_width (raw input bits)
 //   ring (per layer)    u [num_slots, HV, L, V] act dtype, k [num_slots, H, L, K] act dtype (normalised
-//                       keys), g [num_slots, HV, L] fp32 (log-decay); record j of slot s at index j
+//                       keys), g [num_slots, HV, L] fp32 log-decay ([num_slots, HV, L, K] for KDA); record
+//                       j of slot s at index j
 //
 // Supported: op GDN and KDA (both gate forms); K in {64, 128, 256}; V in [1, 1024]; layouts VK (tuned) and
 // KV (same arithmetic, strided loads); state dtype F32/BF16; act dtype F32/BF16; any H, HV with HV % H == 0;
@@ -52,7 +53,8 @@
 // Errors: every entry point validates its descriptors on the host before anything is launched and throws
 // replayssm::Error naming the offending field ("rows[3].accepted", "page_table[5]", "cfg.K",
 // "layers[2].pool", ...). Every CUDA call and every launch is checked; a failure throws Error whose field
-// names the call ("cuda.cudaMalloc", "cuda.launch.verify", ...) and whose message holds cudaGetErrorString.
+// names the call ("cuda.cudaMalloc", "cuda.launch.commit_replay", ...) and whose message holds the CUDA
+// error name and string.
 // Launches are asynchronous: an error inside a kernel surfaces at the next checked call or synchronize().
 #pragma once
 
