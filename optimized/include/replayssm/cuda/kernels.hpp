@@ -1,0 +1,280 @@
+// replayssm/cuda/kernels.hpp — CUDA kernels for GDN / KDA speculative-decode verify, state commit and
+// ring decode, driven by the same descriptors as the CPU reference (replayssm/step.hpp).
+//
+// This header needs no CUDA header: device memory is passed as plain pointers, streams as `Stream`
+// (the same type as cudaStream_t; nullptr is the legacy default stream).
+//
+// ------------------------------------------------------------------------------------------------------
+// Math (one request, one value head hv, key head h = hv / (HV / H)); the per-token operation order is the
+// one of reference/gdn.hpp and of the public implementations it cites (GDN arXiv 2412.06464; Kimi Delta
+// Attention arXiv 2510.26692; HF transformers torch_recurrent_gated_delta_rule; FLA fused_recurrent):
+//   l2norm(k), l2norm(q) * scale -> gate g, alpha = exp(g), beta = sigmoid(b) -> decay S <- alpha S ->
+//   read kv = S k -> delta d = beta (v - kv) -> write S <- S + d k^T -> output o = S q (updated state).
+// Everything runs in fp32 registers; inputs are widened from the activation dtype, states from the state
+// dtype; outputs are rounded (RNE) to the activation dtype when stored, states to the state dtype.
+//
+// Two ways to verify T draft tokens (raw-payload ReplaySSM: TokenSpeed PR #1096, SGLang
+// gdn_replayssm_spec_fold, FlashInfer PR #5314 — see the project notes):
+//   full-state  verify_full_state() writes all T intermediate states to a scratch buffer; after sampling,
+//               commit_copy() copies S_n (n = accepted tokens) into the pool.
+//   ReplaySSM   verify_replay() leaves the checkpoint untouched and captures the raw per-token inputs
+//               (k, v, a, b) into a paged payload buffer; after sampling, commit_replay() replays the first
+//               n tokens of every layer from the payload into the pool, in one launch.
+// Both paths run the same device step code with the same thread-to-element mapping and the same fixed
+// reduction order, so their outputs and committed states are BIT-IDENTICAL (docs/cuda.md, "Numerics").
+// Committed states are rounded to the state dtype once, from the fp32 running state ("round at commit").
+//
+// ------------------------------------------------------------------------------------------------------
+// Shapes, layouts and units (elements, row-major, innermost last):
+//   pool (per layer)    num_slots * slot_stride elements of cfg.state_dtype; slot s at s * slot_stride;
+//                       value head hv at + hv*K*V; the head is [V,K] (cfg.layout VK) or [K,V] (KV).
+//                       Elements between HV*K*V and slot_stride (the gap) are never read or written.
+//   q, k (per layer)    [total_tokens, H, K]   cfg.act_dtype
+//   v                   [total_tokens, HV, V]  cfg.act_dtype
+//   a                   [total_tokens, HV, a_width] (a_width 1 for GDN, K for KDA) cfg.act_dtype
+//   b                   [total_tokens, HV]     cfg.act_dtype
+//   A_log               [HV] fp32;  dt_bias [HV * a_width] fp32
+//   o                   [total_tokens, HV, V]  cfg.act_dtype; rows of PAD windows are written with zeros,
+//                       rows outside every window are not touched
+//   scratch (per layer) [max_rows, max_T, HV, K*V] cfg.state_dtype, the state after token t of batch row r
+//                       at ((r * max_T + t) * HV + hv) * K*V, in cfg.layout
+//   payload (per layer) [num_pages * page_tokens, PayloadGeometry::row_width(cfg)] cfg.act_dtype; token t of
+//                       batch row r in physical row page_table[r * pages_per_row + t / page_tokens] *
+//                       page_tokens + t % page_tokens; inside a row: k [H,K] at 0, v [HV,V] at H*K,
+//                       a [HV,a_width] at H*K + HV*V, b [HV] at H*K + HV*V + HV*a_width (raw input bits)
+//   ring (per layer)    u [num_slots, HV, L, V] act dtype, k [num_slots, H, L, K] act dtype (normalised
+//                       keys), g [num_slots, HV, L] fp32 log-decay ([num_slots, HV, L, K] for KDA); record
+//                       j of slot s at index j
+//
+// Supported: op GDN and KDA (both gate forms); K in {64, 128, 256}; V in [1, 1024]; layouts VK (tuned) and
+// KV (same arithmetic, strided loads); state dtype F32/BF16; act dtype F32/BF16; any H, HV with HV % H == 0;
+// slot_stride a multiple of 4. Device pointers must come from cudaMalloc (or be 16-byte aligned).
+//
+// Errors: every entry point validates its descriptors on the host before anything is launched and throws
+// replayssm::Error naming the offending field ("rows[3].accepted", "page_table[5]", "cfg.K",
+// "layers[2].pool", ...). Every CUDA call and every launch is checked; a failure throws Error whose field
+// names the call ("cuda.cudaMalloc", "cuda.launch.commit_replay", ...) and whose message holds the CUDA
+// error name and string.
+// Launches are asynchronous: an error inside a kernel surfaces at the next checked call or synchronize().
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "replayssm/config.hpp"
+#include "replayssm/step.hpp"
+
+struct CUstream_st;
+
+namespace replayssm::cuda {
+
+using Stream = CUstream_st*;
+
+// Number of CUDA devices; 0 when cudaGetDeviceCount fails (no driver, no GPU). Never throws.
+int device_count() noexcept;
+// Name of device 0 ("NVIDIA H200"), or "" without a device.
+std::string device_name();
+
+// Throws Error("cfg.<field>") unless the kernels support cfg (list above).
+void check_supported(const ModelConfig& cfg);
+
+// Waits for all work on `s`; throws Error("cuda.cudaStreamSynchronize") on a (possibly earlier) fault.
+void synchronize(Stream s = nullptr);
+
+// ------------------------------------------------------------------------------------------------------
+// Device memory owned by the caller but allocated through these helpers (checked, freed on destruction).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* get() const { return ptr_; }
+  template <class T> T* as() const { return static_cast<T*>(ptr_); }
+  std::size_t bytes() const { return bytes_; }
+  void upload(const void* host, std::size_t bytes, std::size_t offset = 0);    // synchronous
+  void download(void* host, std::size_t bytes, std::size_t offset = 0) const;  // synchronous
+  void fill_bytes(int value);                                                  // synchronous memset
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+// Fills n elements of dtype (F32 or BF16) with values uniform in [-scale, scale), each derived from a hash
+// of (seed, index): deterministic, fast, for benchmarks (tests draw inputs with ref::random_*).
+void fill_random(void* dst, std::int64_t n, DType dtype, std::uint64_t seed, float scale, Stream s = nullptr);
+
+// ------------------------------------------------------------------------------------------------------
+// Per-layer device pointers. Which fields an entry point needs is said at the entry point.
+struct LayerPointers {
+  void* pool = nullptr;           // state pool of the layer (see shapes)
+  void* payload = nullptr;        // ReplaySSM payload buffer of the layer
+  void* scratch = nullptr;        // full-state scratch of the layer
+  const float* A_log = nullptr;   // [HV]
+  const float* dt_bias = nullptr; // [HV * a_width]
+};
+
+// One layer's packed token inputs (device, act dtype; shapes above).
+struct TokenInputs {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const void* a = nullptr;
+  const void* b = nullptr;
+};
+
+// Per-layer ring buffers of standard decode (shapes above).
+struct RingPointers {
+  void* u = nullptr;
+  void* k = nullptr;
+  float* g = nullptr;
+};
+
+// ------------------------------------------------------------------------------------------------------
+// Host-side validation, usable without a GPU. Each throws Error naming the first offending field.
+//
+// validate_rows: validate_batch(rows, pool, cfg, max_T, total_tokens, check_accepted) plus what the kernels
+// additionally rely on: a PAD row with T > 0 names a token window inside [0, total_tokens) (its outputs are
+// zero-filled), and no two windows overlap, PAD windows included ("rows[i].token_offset"); pool.slot_stride
+// is a multiple of 4 ("pool.slot_stride"); with check_write_hazard, no row's write_slot is another row's read
+// slot, since one commit launch reads and writes all rows at once ("rows[i].write_slot").
+void validate_rows(const ModelConfig& cfg, const PoolGeometry& pool, std::int32_t max_T,
+                   std::int64_t total_tokens, const std::vector<BatchRow>& rows, bool check_accepted,
+                   bool check_write_hazard);
+// validate_layers: size == pool.num_layers ("layers"); every named field non-null ("layers[i].pool", ...).
+struct LayerNeeds {
+  bool pool = true, payload = false, scratch = false, params = false;
+};
+void validate_layers(const std::vector<LayerPointers>& layers, const PoolGeometry& pool, LayerNeeds needs);
+
+// ------------------------------------------------------------------------------------------------------
+// How verify_full_state, verify_replay and commit_replay are scheduled. The per-element arithmetic is the
+// same in both schedules, so results are bit-identical whichever is used (the tests mix them).
+enum class Schedule : std::uint8_t {
+  Auto,        // Persistent for the [V,K] layout, PerTile for [K,V]
+  PerTile,     // one CTA per (row, value head, V tile) (per layer for the commit): load, compute, store
+  Persistent,  // about two resident CTAs per SM loop over the tiles; while one tile is computed from
+               // registers, the next tile's state is prefetched into shared memory with cp.async ([V,K] only)
+};
+std::string to_string(Schedule s);
+
+// ------------------------------------------------------------------------------------------------------
+// A validated batch of one step resident on the device. Its device addresses never change after
+// construction, so a CUDA graph captured with it can be replayed after set_rows()/set_accepted() with new
+// contents (uploads happen outside capture).
+class DeviceBatch {
+ public:
+  // max_rows bounds rows.size(); payload geometry is used by the ReplaySSM paths only.
+  DeviceBatch(const ModelConfig& cfg, const PoolGeometry& pool, const PayloadGeometry& payload,
+              std::int32_t max_T, std::int32_t max_rows);
+  ~DeviceBatch();
+  DeviceBatch(const DeviceBatch&) = delete;
+  DeviceBatch& operator=(const DeviceBatch&) = delete;
+
+  // Validates (validate_rows with check_accepted and check_write_hazard; payload page table when non-empty:
+  // PayloadGeometry::validate_page_table, pages_per_row * page_tokens >= max_T) and uploads on stream s.
+  void set_rows(const std::vector<BatchRow>& rows, const std::vector<std::int32_t>& page_table,
+                std::int64_t total_tokens, Stream s = nullptr);
+  // Replaces every row's `accepted` (n in [0, T], "accepted[i]") and uploads.
+  void set_accepted(const std::vector<std::int32_t>& accepted, Stream s = nullptr);
+  // Standard decode cursors: write_pos[i] in [0, L-1] for every row ("write_pos[i]"), ring length L >= 1.
+  void set_ring_cursors(const std::vector<std::int32_t>& write_pos, std::int32_t L, Stream s = nullptr);
+  // Uploads the per-layer pointer table used by the all-layer commits (validate_layers first).
+  void set_layers(const std::vector<LayerPointers>& layers, Stream s = nullptr);
+  // Schedule of the verify and replay-commit launches (default Auto). Persistent with the [K,V] layout
+  // throws Error("schedule").
+  void set_schedule(Schedule sched);
+  Schedule schedule() const { return sched_; }
+  // The schedule actually used (Auto resolved).
+  bool persistent() const;
+
+  const ModelConfig& cfg() const { return cfg_; }
+  const PoolGeometry& pool() const { return pool_; }
+  const PayloadGeometry& payload() const { return payload_; }
+  std::int32_t max_T() const { return max_T_; }
+  std::int32_t max_rows() const { return max_rows_; }
+  const std::vector<BatchRow>& rows() const { return rows_; }
+  std::int64_t total_tokens() const { return total_tokens_; }
+  bool has_pages() const { return has_pages_; }
+  std::int32_t ring_length() const { return ring_L_; }
+  const std::vector<std::int32_t>& write_pos() const { return write_pos_; }
+  const std::vector<LayerPointers>& layers() const { return layers_; }
+
+  // Device copies (internal use by the launchers).
+  const BatchRow* d_rows() const { return d_rows_.as<const BatchRow>(); }
+  const std::int32_t* d_page_table() const { return d_pages_.as<const std::int32_t>(); }
+  const std::int32_t* d_write_pos() const { return d_write_pos_.as<const std::int32_t>(); }
+  const LayerPointers* d_layers() const { return d_layers_.as<const LayerPointers>(); }
+
+ private:
+  ModelConfig cfg_;
+  PoolGeometry pool_;
+  PayloadGeometry payload_;
+  std::int32_t max_T_, max_rows_;
+  std::vector<BatchRow> rows_;
+  std::vector<std::int32_t> pages_, write_pos_;
+  std::vector<LayerPointers> layers_;
+  std::int64_t total_tokens_ = 0;
+  bool has_pages_ = false;
+  std::int32_t ring_L_ = 0;
+  Schedule sched_ = Schedule::Auto;
+  DeviceBuffer d_rows_, d_pages_, d_write_pos_, d_layers_;
+};
+
+// ------------------------------------------------------------------------------------------------------
+// Kernels. Each validates, launches asynchronously on `s` and checks the launch.
+
+// (1a) Full-state verify of one layer: outputs o and the state after every window token into
+// layer.scratch (each rounded to the state dtype from the fp32 running state). Reads layer.pool (slot of
+// each row), layer.A_log / dt_bias. The pool is not written. Needs set_rows().
+void verify_full_state(const DeviceBatch& b, const LayerPointers& layer, const TokenInputs& in, void* o,
+                       Stream s = nullptr);
+
+// (1a) Full-state commit of all layers in one launch: for every layer, real row with n = accepted > 0 and
+// write_slot != PAD, copies scratch state n-1 into pool slot write_slot. n = 0 writes nothing. Needs
+// set_rows() (with accepted) and set_layers() (pool, scratch).
+void commit_copy(const DeviceBatch& b, Stream s = nullptr);
+
+// (1b) ReplaySSM verify of one layer: same outputs as verify_full_state, bit for bit; captures the raw
+// k, v, a, b rows of every window token into layer.payload through the page table; the pool is only read.
+// Needs set_rows() with a page table.
+void verify_replay(const DeviceBatch& b, const LayerPointers& layer, const TokenInputs& in, void* o,
+                   Stream s = nullptr);
+
+// (1c) ReplaySSM commit of all layers in one launch over (layer, row, value head [, V tile]): replays the
+// first n = accepted tokens of each real row from the payload, starting at pool slot `slot`, and stores
+// the state, rounded once, into slot `write_slot` (== slot: in place). n = 0 or write_slot == PAD: no
+// write. Bit-identical to commit_copy after verify_full_state on the same inputs. Needs set_rows() with a
+// page table and accepted, and set_layers() (pool, payload, A_log, dt_bias).
+void commit_replay(const DeviceBatch& b, Stream s = nullptr);
+
+// (4) Standard ring decode of one layer (GDN and KDA, every row T = 1): with m = write_pos of the row, the
+// kernel rebuilds S_m = exp(G_m) S_0 + sum_{j<m} exp(G_m - G_j) u_j k_j^T from the checkpoint S_0 (pool
+// slot `slot`) and the ring records, runs the token step and writes o. If m == L - 1 (flush) it stores
+// S_new into the checkpoint in place and appends nothing; otherwise it appends the record (u = delta,
+// k = normalised key, g = log-decay) at index m and leaves the checkpoint untouched. The caller advances
+// write_pos (m == L-1 ? 0 : m+1). KDA keeps g per channel: ring g is then [num_slots, HV, L, K].
+// Needs set_rows() (all real rows T == 1) and set_ring_cursors().
+void ring_decode(const DeviceBatch& b, const LayerPointers& layer, const RingPointers& ring,
+                 const TokenInputs& in, void* o, Stream s = nullptr);
+
+// ------------------------------------------------------------------------------------------------------
+// Launch decomposition (documented in docs/cuda.md): lanes-per-row LK = K / 16, each lane holds 16 state
+// elements of each of its 8 rows (4 chunks of 4 consecutive k), a warp covers 8 * (32 / LK) rows, a CTA
+// has W = min(4, ceil(V / rows_per_warp)) warps, and V is split into ceil(V / (W * rows_per_warp)) tiles.
+struct LaunchShape {
+  int lanes_per_row, rows_per_warp, warps, tiles;
+};
+LaunchShape launch_shape(const ModelConfig& cfg);
+
+// Bytes of scratch a step needs per layer (full-state: max_rows * max_T * HV * K*V * state size;
+// ReplaySSM payload: pages * page_tokens * row_width * act size).
+std::int64_t full_state_scratch_bytes(const ModelConfig& cfg, std::int32_t max_rows, std::int32_t max_T);
+std::int64_t payload_bytes(const ModelConfig& cfg, const PayloadGeometry& g);
+
+}  // namespace replayssm::cuda
