@@ -22,7 +22,7 @@ RC_GTEST_PROP(Lifecycle, SerialRingMatchesFullStateBitForBit, ()) {
 }
 
 // Corrected-update ring with closed-form reconstruction and/or BF16 records or pool: within
-// Judge::ring_tolerance (docs/numerics.md).
+// ref::storage_tolerance (docs/numerics.md).
 RC_GTEST_PROP(Lifecycle, RingVariantsMatchFullStateWithinTolerance, ()) {
   auto setup = *testgen::lifecycle_setup(false);
   setup.recon = *rc::gen::element(ref::Reconstruction::Serial, ref::Reconstruction::ClosedForm);

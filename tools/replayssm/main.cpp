@@ -6,6 +6,9 @@
 #include <exception>
 
 #include "commands.hpp"
+#if defined(REPLAYSSM_HAS_CUDA)
+#include "cuda_target.hpp"
+#endif
 #include "replayssm/error.hpp"
 
 namespace replayssm::cli {
@@ -16,6 +19,9 @@ void register_mrope(CLI::App& app);
 int main(int argc, char** argv) {
   CLI::App app{"replayssm: reference and conformance oracle for ReplaySSM (GDN / KDA) in hybrid models"};
   app.require_subcommand(1);
+#if defined(REPLAYSSM_HAS_CUDA)
+  replayssm::conformance::register_cuda_targets();  // `--target cuda` / `cuda_full_state` (need a GPU to run)
+#endif
   replayssm::cli::register_conform(app);
   replayssm::cli::register_fuzz(app);
   replayssm::cli::register_fixtures(app);

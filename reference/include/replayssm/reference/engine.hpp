@@ -81,12 +81,19 @@ struct TargetRow {
   bool fresh = false;
 };
 
+// Elementwise bound for a non-bit-exact target relative to the largest reference magnitude `scale`:
+// allclose(atol = 2^-6 * max(1, scale), rtol = 0) — several bf16 roundings (2^-9 each) made at different
+// points by the oracle and the target (docs/numerics.md). Faults cause O(1) differences.
+Tolerance storage_tolerance(double scale);
+
 class Target {
  public:
   virtual ~Target() = default;
   virtual std::string name() const = 0;
   // Exact: outputs and committed states must equal the oracle's bit for bit.
   virtual bool bit_exact() const = 0;
+  // Bound used when !bit_exact(); `scale` is max|ref| of the compared tensor.
+  virtual Tolerance tolerance(double scale) const { return storage_tolerance(scale); }
   virtual void setup(const EngineSetup& s) = 0;
   // A slot is (re)allocated to a request: reset per-slot bookkeeping (ring cursors). Pool data stays.
   virtual void allocate(std::int32_t slot) = 0;
@@ -194,9 +201,6 @@ class Judge {
   const Engine& oracle() const { return oracle_; }
   const Engine& sut() const { return sut_; }
   const std::vector<Cmd>& executed() const { return executed_; }
-
-  // Tolerance used for a non-bit-exact target (ring with ClosedForm reconstruction or BF16 storage).
-  static Tolerance ring_tolerance(double scale);
 
  private:
   Engine oracle_;
