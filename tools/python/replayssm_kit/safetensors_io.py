@@ -111,11 +111,11 @@ def _as_stored(name: str, value, dtype: str) -> np.ndarray:
     arr = np.asarray(value)
     if dtype == "BF16":
         if arr.dtype == np.uint16:  # raw bit patterns
-            return np.ascontiguousarray(arr)
+            return np.array(arr, order="C")
         return f32_to_bf16_bits(arr.astype(np.float32))
     if dtype == "BOOL":
-        return np.ascontiguousarray(arr.astype(bool).astype(np.uint8))
-    return np.ascontiguousarray(arr.astype(stored))
+        return np.array(arr.astype(bool), dtype=np.uint8, order="C")
+    return np.array(arr, dtype=stored, order="C")  # keeps 0-d scalars 0-d (np.ascontiguousarray would not)
 
 
 def write_safetensors(path: str, tensors: dict, metadata: dict | None = None) -> None:

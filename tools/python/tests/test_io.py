@@ -34,9 +34,11 @@ def test_bf16_rounding_is_nearest_even_and_round_trips(tmp_path):
     assert back[2] == np.float32(1.0078125)
     assert np.signbit(back[5]) and back[6] == np.inf
     path = str(tmp_path / "t.safetensors")
-    write_safetensors(path, {"in.x": (bits, "BF16"), "in.i": (np.arange(3), "I32")}, {"k": "v"})
+    write_safetensors(path, {"in.x": (bits, "BF16"), "in.i": (np.arange(3), "I32"), "in.s": (np.int64(7), "I64")},
+                      {"k": "v"})
     t, d, m = read_safetensors(path)
-    assert d == {"in.x": "BF16", "in.i": "I32"} and m == {"k": "v"}
+    assert d == {"in.x": "BF16", "in.i": "I32", "in.s": "I64"} and m == {"k": "v"}
+    assert t["in.s"].shape == () and int(t["in.s"]) == 7
     assert np.array_equal(f32_to_bf16_bits(t["in.x"]), bits)
 
 
