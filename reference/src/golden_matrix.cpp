@@ -94,10 +94,10 @@ std::vector<GoldenCase> public_matrix(std::uint64_t seed) {
   Builder b(seed);
   constexpr int kMaxT = 17;  // not a multiple of 16: a chunked implementation sees a ragged tail
 
-  // FLA tests/ops/test_gdn.py::test_fused_recurrent (B, T, H, HV, D).
+  // FLA tests/ops/test_gdn.py::test_fused_recurrent (B, T, H, HV, D). Its (2, 1000, 2, 8, 128) is left out to
+  // keep the committed files small: GVA 4 at D = 128 with 8 value heads is in the KDA list below.
   for (const PublicShape& s : std::vector<PublicShape>{{1, 63, 1, 1, 64},
                                                        {2, 500, 4, 4, 60},
-                                                       {2, 1000, 2, 8, 128},
                                                        {3, 1024, 2, 2, 128},
                                                        {4, 1024, 3, 3, 128},
                                                        {4, 2048, 4, 4, 64},
