@@ -2,6 +2,7 @@
 # Installs the build and test dependencies from Debian packages (Debian 12 or newer). Run as root, or with
 # sudo available. CUDA is optional: when nvcc is on PATH the kernels are built too.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
@@ -10,4 +11,8 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build pkg-config \
   libeigen3-dev libgtest-dev libgmock-dev librapidcheck-dev nlohmann-json3-dev libcli11-dev \
   python3 python3-venv >/dev/null
+# Python fixture kit tests (tools/python): Debian 12 refuses system-wide pip installs, so use a venv in the
+# repository (ignored by git).
+python3 -m venv .venv
+.venv/bin/python -m pip install -q --disable-pip-version-check numpy safetensors pytest
 echo "dependencies installed"

@@ -3,7 +3,8 @@
 #   1. the default build (CUDA kernels too when nvcc is present; GPU tests skip without a GPU) and ctest;
 #   2. the CPU build with AddressSanitizer + UndefinedBehaviorSanitizer (also proves a build without CUDA)
 #      and ctest;
-#   3. the committed golden fixtures re-checked by the CLI.
+#   3. the committed fixtures re-checked by the CLI and their manifest;
+#   4. the Python fixture kit's tests (tools/python, in the .venv made by install-deps.sh).
 # RC_PARAMS (RapidCheck) is honoured, e.g. RC_PARAMS="seed=42 max_success=1000" bash scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,3 +22,9 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 cte
 
 echo "== committed fixtures"
 ./build/tools/replayssm check fixtures --quiet
+./build/tools/replayssm fixtures manifest fixtures --check
+
+echo "== Python fixture kit"
+PY="${PYTHON:-$PWD/.venv/bin/python}"
+# pytest exits 5 when it collected no test: that is a failure here, like any other non-zero code.
+(cd tools/python && "$PY" -m pytest -q tests) || { rc=$?; echo "pytest failed (exit $rc)"; exit 1; }

@@ -23,16 +23,6 @@ Shape prepend(std::int64_t d, Shape s) {
   return s;
 }
 
-// Tolerance an implementation's kernel must meet against the f64 truth stored in a fixture.
-Tolerance output_tolerance(const ModelConfig& c) {
-  // F32: a few ulps of fp32 accumulation over K terms; BF16: one bf16 rounding (2^-9) of the stored output
-  // plus fp32 noise, with 4x margin.
-  return c.act_dtype == DType::F32 ? Tolerance::allclose(1e-5, 1e-4) : Tolerance::allclose(2e-3, 8e-3);
-}
-Tolerance state_tolerance(const ModelConfig& c) {
-  return c.state_dtype == DType::F32 ? Tolerance::allclose(1e-5, 1e-4) : Tolerance::allclose(2e-3, 8e-3);
-}
-
 const Tensor& need(const std::map<std::string, Tensor>& t, const std::string& name) {
   const auto it = t.find(name);
   require(it != t.end(), name, "tensor is missing");
@@ -92,6 +82,57 @@ std::vector<double> round_state(const ModelConfig& c, std::vector<double> S) {
   return S;
 }
 }  // namespace
+
+// F32: a few ulps of fp32 accumulation over K terms; BF16: one bf16 rounding (2^-9) of the stored output plus
+// fp32 noise, with 4x margin.
+Tolerance golden_output_tolerance(const ModelConfig& c) {
+  return c.act_dtype == DType::F32 ? Tolerance::allclose(1e-5, 1e-4) : Tolerance::allclose(2e-3, 8e-3);
+}
+Tolerance golden_state_tolerance(const ModelConfig& c) {
+  return c.state_dtype == DType::F32 ? Tolerance::allclose(1e-5, 1e-4) : Tolerance::allclose(2e-3, 8e-3);
+}
+
+GoldenCase make_golden_case(const std::string& op, const ModelConfig& c, const nlohmann::json& args,
+                            const std::string& name, std::uint64_t seed, const GoldenFill& fill) {
+  GoldenCase g;
+  g.op = op;
+  g.seed = seed;
+  g.config = nlohmann::json{{"model", to_json(c)}, {"args", args}};
+  g.name = name;
+  fill(g, c);
+  auto out = run_golden_op(op, g.config, g.tensors);
+  for (auto& [k, v] : out) {
+    g.tolerance[k] = (k == "out.o") ? golden_output_tolerance(c) : golden_state_tolerance(c);
+    g.tensors[k] = std::move(v);
+  }
+  return g;
+}
+
+GoldenFill sequence_fill(int T) {
+  return [T](GoldenCase& g, const ModelConfig& c) {
+    put_inputs(c, g.tensors, random_inputs(c, T, g.seed));
+    put_params(c, g.tensors, random_params(c, g.seed));
+    g.tensors["in.state"] = Tensor::from_f32(c.state_dtype, state_shape(c), random_state(c, g.seed));
+  };
+}
+
+GoldenFill batch_fill(int T, int slots, std::vector<std::int32_t> slot, std::vector<std::int32_t> accepted) {
+  require(slot.size() == accepted.size() && !slot.empty(), "slot", "needs one entry per row, like accepted");
+  return [T, slots, slot = std::move(slot), acc = std::move(accepted)](GoldenCase& g, const ModelConfig& m) {
+    const int B = static_cast<int>(slot.size());
+    put_inputs(m, g.tensors, random_inputs(m, B * T, g.seed), B);
+    put_params(m, g.tensors, random_params(m, g.seed));
+    std::vector<float> pool(static_cast<std::size_t>(slots * m.state_elems()), round_to(m.state_dtype, kMarker));
+    for (int r = 0; r < B; ++r)
+      if (slot[r] >= 0) {
+        const auto S = random_state(m, derive_seed(g.seed, 50 + r));
+        std::copy(S.begin(), S.end(), pool.begin() + slot[r] * m.state_elems());
+      }
+    g.tensors["in.pool"] = Tensor::from_f32(m.state_dtype, prepend(slots, state_shape(m)), pool);
+    g.tensors["in.slot"] = Tensor::from_i32({B}, slot);
+    g.tensors["in.accepted"] = Tensor::from_i32({B}, acc);
+  };
+}
 
 std::vector<std::string> golden_ops() { return {"recurrent", "chunked", "mtp_verify", "replay_commit", "mtp_batch"}; }
 
@@ -198,27 +239,11 @@ std::vector<GoldenCase> golden_cases(const ModelConfig& cfg0, std::uint64_t seed
   std::vector<GoldenCase> cases;
   const bool small = cfg0.state_elems() <= 64 * 64;
   auto make = [&](const std::string& op, const ModelConfig& c, nlohmann::json args, const std::string& tag,
-                  auto&& fill) {
-    GoldenCase g;
-    g.op = op;
-    g.seed = derive_seed(seed, cases.size() + 1);
-    g.config = nlohmann::json{{"model", to_json(c)}, {"args", args}};
-    g.name = c.name + "__" + op + (tag.empty() ? "" : "__" + tag);
-    fill(g, c);
-    auto out = run_golden_op(op, g.config, g.tensors);
-    for (auto& [k, v] : out) {
-      g.tolerance[k] = (k == "out.o") ? output_tolerance(c) : state_tolerance(c);
-      g.tensors[k] = std::move(v);
-    }
-    cases.push_back(std::move(g));
+                  const GoldenFill& fill) {
+    cases.push_back(make_golden_case(op, c, args, c.name + "__" + op + (tag.empty() ? "" : "__" + tag),
+                                     derive_seed(seed, cases.size() + 1), fill));
   };
-  auto seq_fill = [](int T) {
-    return [T](GoldenCase& g, const ModelConfig& c) {
-      put_inputs(c, g.tensors, random_inputs(c, T, g.seed));
-      put_params(c, g.tensors, random_params(c, g.seed));
-      g.tensors["in.state"] = Tensor::from_f32(c.state_dtype, state_shape(c), random_state(c, g.seed));
-    };
-  };
+  auto seq_fill = [](int T) { return sequence_fill(T); };
   std::vector<ModelConfig> variants{cfg0};
   if (small) {  // the small presets also pin the other public conventions
     ModelConfig v = cfg0;
@@ -251,23 +276,8 @@ std::vector<GoldenCase> golden_cases(const ModelConfig& cfg0, std::uint64_t seed
         g.tensors["in.accepted"] = Tensor::from_i32({}, {n});
       });
     }
-    make("mtp_batch", c, nlohmann::json::object(), "B4_T4", [](GoldenCase& g, const ModelConfig& m) {
-      const int B = 4, T = 4, slots = 5;
-      // Permuted, non-contiguous slots with a PAD row; accepted lengths cover 0, partial and full.
-      const std::vector<std::int32_t> slot{3, -1, 0, 1};
-      const std::vector<std::int32_t> acc{4, 1, 0, 2};
-      put_inputs(m, g.tensors, random_inputs(m, B * T, g.seed), B);
-      put_params(m, g.tensors, random_params(m, g.seed));
-      std::vector<float> pool(static_cast<std::size_t>(slots * m.state_elems()), round_to(m.state_dtype, kMarker));
-      for (int r = 0; r < B; ++r)
-        if (slot[r] >= 0) {
-          const auto S = random_state(m, derive_seed(g.seed, 50 + r));
-          std::copy(S.begin(), S.end(), pool.begin() + slot[r] * m.state_elems());
-        }
-      g.tensors["in.pool"] = Tensor::from_f32(m.state_dtype, prepend(slots, state_shape(m)), pool);
-      g.tensors["in.slot"] = Tensor::from_i32({B}, slot);
-      g.tensors["in.accepted"] = Tensor::from_i32({B}, acc);
-    });
+    // Permuted, non-contiguous slots with a PAD row; accepted lengths cover 0, partial and full.
+    make("mtp_batch", c, nlohmann::json::object(), "B4_T4", batch_fill(4, 5, {3, -1, 0, 1}, {4, 1, 0, 2}));
   }
   return cases;
 }

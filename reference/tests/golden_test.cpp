@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "campaign.hpp"
 #include "replayssm/error.hpp"
@@ -112,4 +113,45 @@ TEST(Golden, MropeFixtureRecomputesFromInputsAndCatchesAShiftedPosition) {
     EXPECT_FALSE(ref::check_fixture_file(p).ok) << p;
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST(GoldenMatrix, PublicMatrixCoversThePublicShapesAndChecksClean) {
+  const auto cases = ref::matrix_cases("public", 11);
+  std::set<std::string> names;
+  std::set<int> dims, ratios, mtp_T, mtp_B;
+  bool k_ne_v = false, kda = false, pool_larger = false, pad_row = false;
+  for (const auto& g : cases) {
+    EXPECT_TRUE(names.insert(g.name).second) << "duplicate name " << g.name;
+    const ModelConfig c = config_from_json(g.config.at("model"));
+    dims.insert(c.K);
+    ratios.insert(c.HV / c.H);
+    k_ne_v |= c.K != c.V;
+    kda |= c.op == Op::KDA;
+    if (g.op == "mtp_batch") {
+      const auto& q = g.tensors.at("in.q");
+      mtp_T.insert(static_cast<int>(q.shape[1]));
+      mtp_B.insert(static_cast<int>(q.shape[0]));
+      pool_larger |= g.tensors.at("in.pool").shape[0] > q.shape[0];
+      for (auto s : g.tensors.at("in.slot").to_i64()) pad_row |= s < 0;
+    }
+    ASSERT_TRUE(g.config.at("args").contains("public_shape")) << g.name;
+    // Re-checking a case from its own tensors passes (the same path as `replayssm check`).
+    const auto out = ref::run_golden_op(g.op, g.config, g.tensors);
+    for (const auto& [name, tol] : g.tolerance)
+      EXPECT_TRUE(compare(g.tensors.at(name).to_f64(), out.at(name).to_f64(), tol).ok) << g.name << " " << name;
+  }
+  for (int d : {60, 64, 100, 128}) EXPECT_TRUE(dims.count(d)) << "D = " << d;
+  for (int r : {1, 2, 3, 4, 8}) EXPECT_TRUE(ratios.count(r)) << "HV/H = " << r;
+  for (int t : {2, 4, 8}) EXPECT_TRUE(mtp_T.count(t)) << "MTP T = " << t;
+  EXPECT_TRUE(mtp_B.count(1) && mtp_B.count(16));
+  EXPECT_TRUE(k_ne_v && kda && pool_larger && pad_row);
+}
+
+TEST(GoldenMatrix, UnknownMatrixNamesTheField) {
+  try {
+    ref::matrix_cases("no-such-matrix", 1);
+    FAIL() << "an unknown matrix was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.field(), "matrix");
+  }
 }

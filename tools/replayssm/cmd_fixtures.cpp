@@ -6,6 +6,7 @@
 
 #include "commands.hpp"
 #include "replayssm/error.hpp"
+#include "replayssm/manifest.hpp"
 #include "replayssm/reference/golden.hpp"
 
 namespace replayssm::cli {
@@ -51,9 +52,9 @@ int check_and_print(const std::vector<std::string>& files, nlohmann::json* repor
 void register_fixtures(CLI::App& app) {
   auto* fx = app.add_subcommand("fixtures", "Golden fixture files (safetensors, docs/fixture-format.md)");
   fx->require_subcommand(1);
-  auto* gen = fx->add_subcommand("generate", "Write the golden set of a model preset into a directory");
+  auto* gen = fx->add_subcommand("generate", "Write the golden set of a model preset (or a golden matrix) into a directory");
   struct Opts {
-    std::string preset = "qwen3.5", out;
+    std::string preset = "qwen3.5", matrix, out;
     std::uint64_t seed = 20261129;
   };
   auto o = std::make_shared<Opts>();
@@ -63,11 +64,43 @@ void register_fixtures(CLI::App& app) {
     return s;
   }())->capture_default_str();
   gen->add_option("--out", o->out, "Output directory (created if missing)")->required();
+  gen->add_option("--matrix", o->matrix, "Write a golden matrix instead of a preset's set (" + [] {
+    std::string s;
+    for (const auto& n : ref::matrix_names()) s += (s.empty() ? "" : ", ") + n;
+    return s;
+  }() + "): shapes of public kernel test suites");
   gen->add_option("--seed", o->seed, "Seed of all generated inputs")->capture_default_str();
   gen->callback([o] {
+    if (!o->matrix.empty()) {
+      const auto paths = ref::write_matrix_set(o->matrix, o->seed, o->out);
+      std::cout << "wrote " << paths.size() << " fixtures for matrix " << o->matrix << " (seed " << o->seed
+                << ") to " << o->out << "\n";
+      return;
+    }
     const auto paths = ref::write_golden_set(preset(o->preset), o->seed, o->out);
     std::cout << "wrote " << paths.size() << " fixtures for preset " << o->preset << " (seed " << o->seed << ") to "
               << o->out << "\n";
+  });
+
+  auto* man = fx->add_subcommand("manifest", "Write or check DIR/MANIFEST.json (name, op, config, bytes, sha256 of every fixture)");
+  struct ManOpts {
+    std::string dir, file;
+    bool check = false;
+  };
+  auto m = std::make_shared<ManOpts>();
+  man->add_option("dir", m->dir, "Fixture directory (searched recursively)")->required();
+  man->add_option("--file", m->file, "Manifest path (default DIR/MANIFEST.json)");
+  man->add_flag("--check", m->check, "Compare instead of writing: exit 1 on a missing, extra or modified fixture");
+  man->callback([m] {
+    const std::string file = m->file.empty() ? (fs::path(m->dir) / "MANIFEST.json").string() : m->file;
+    if (m->check) {
+      const auto d = check_manifest(m->dir, file);
+      std::cout << d.str() << "\n";
+      if (!d.ok()) exit_code = 1;
+      return;
+    }
+    const auto entries = write_manifest(m->dir, file);
+    std::cout << "wrote " << file << " (" << entries.size() << " fixtures)\n";
   });
 }
 

@@ -18,6 +18,13 @@ truncate -s -5 "$f"
 out="$("$BIN" check "$WORK/g" 2>&1)"; rc=$?
 [ $rc -eq 1 ] || fail "truncated fixture: expected exit 1, got $rc"
 echo "$out" | grep -q "error:" || fail "truncated fixture: no error line"
+"$BIN" fixtures generate --matrix public --out "$WORK/m" >/dev/null || fail "matrix generate failed"
+"$BIN" fixtures manifest "$WORK/m" >/dev/null || fail "manifest write failed"
+"$BIN" fixtures manifest "$WORK/m" --check >/dev/null || fail "fresh manifest does not match"
+m="$(ls "$WORK"/m/gva-ratio__recurrent__G3*.safetensors | head -1)"
+printf 'x' | dd of="$m" bs=1 seek=200 conv=notrunc 2>/dev/null
+out="$("$BIN" fixtures manifest "$WORK/m" --check 2>&1)"; rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "modified" || fail "modified fixture not reported by manifest --check (rc $rc)"
 "$BIN" fixtures generate --preset no-such-model --out "$WORK/x" >/dev/null 2>"$WORK/err"; rc=$?
 [ $rc -ne 0 ] && grep -q "preset" "$WORK/err" || fail "unknown preset not reported"
 "$BIN" fuzz --target replay --preset tiny-gdn --cases 100 --fault zero_accepted_as_one --dump-dir "$WORK/d" >/dev/null 2>&1; rc=$?

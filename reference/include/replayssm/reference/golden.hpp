@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -42,6 +43,36 @@ std::map<std::string, Tensor> run_golden_op(const std::string& op, const nlohman
                                             const std::map<std::string, Tensor>& tensors);
 
 std::vector<std::string> golden_ops();
+
+// --- building cases ---------------------------------------------------------------------------------------
+// Tolerances of the golden set: what an implementation's kernel must meet against the f64 truth.
+//   F32 storage: allclose(1e-5, 1e-4) (fp32 accumulation over K terms); BF16 storage: allclose(2e-3, 8e-3)
+//   (one bf16 rounding, 2^-9, plus fp32 noise, with margin). out.o follows act_dtype, states state_dtype.
+Tolerance golden_output_tolerance(const ModelConfig& c);
+Tolerance golden_state_tolerance(const ModelConfig& c);
+
+// Writes the in.* / param.* tensors of a case (g.seed is set before it is called).
+using GoldenFill = std::function<void(GoldenCase&, const ModelConfig&)>;
+// One case: config {"model": to_json(c), "args": args}; `fill` writes the inputs, run_golden_op the outputs,
+// each out.* gets the tolerance above.
+GoldenCase make_golden_case(const std::string& op, const ModelConfig& c, const nlohmann::json& args,
+                            const std::string& name, std::uint64_t seed, const GoldenFill& fill);
+// Seeded q, k, v, a, b for T tokens, layer parameters and a random initial state (recurrent, chunked,
+// mtp_verify).
+GoldenFill sequence_fill(int T);
+// mtp_batch inputs: B = slot.size() rows of T tokens each, a pool of `slots` slots filled with the marker 1e30
+// except the slots the rows read (random states); slot -1 is a PAD row; accepted[r] in [0, T].
+GoldenFill batch_fill(int T, int slots, std::vector<std::int32_t> slot, std::vector<std::int32_t> accepted);
+
+// --- golden matrices ---------------------------------------------------------------------------------------
+// Named sets of cases whose shapes follow public test suites rather than one model preset (golden_matrix.cpp).
+//   "public": FLA test_gdn / test_kda (B, T, H, HV, D) shapes, D in {60, 64, 100, 128}, GVA up to 4 (8 in the
+//             recurrent lists); FlashInfer MTP verify windows T in {2, 4, 8} with batch 1..16 and a pool larger
+//             than the batch; GVA ratios 1, 2, 3, 4, 8 with K != V. Sequence lengths are cut to keep the files
+//             small; config.args.public_shape records the shape each case stands for.
+std::vector<std::string> matrix_names();
+// Throws Error("matrix") for an unknown name.
+std::vector<GoldenCase> matrix_cases(const std::string& name, std::uint64_t seed);
 
 }  // namespace replayssm::ref
 
@@ -77,5 +108,8 @@ FixtureCheck check_fixture_file(const std::string& path);
 // MRoPE fixtures ("mrope.rotary": positions, delta and rotated q/k of one generated multimodal request per
 // MRoPE preset, see mrope_fixture.hpp) written into dir; write_golden_set includes them under mrope/.
 std::vector<std::string> write_mrope_fixtures(std::uint64_t seed, const std::string& dir);
+
+// Writes the cases of a golden matrix into dir (created if needed), one file per case. Returns the paths.
+std::vector<std::string> write_matrix_set(const std::string& name, std::uint64_t seed, const std::string& dir);
 
 }  // namespace replayssm::ref

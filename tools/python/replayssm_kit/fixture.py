@@ -1,0 +1,258 @@
+"""Fixtures (schema `replayssm.fixture`, version 1): loading, checking a callable, writing.
+
+A fixture holds in.* inputs, param.* parameters and out.* expected results of one operation, plus metadata
+(docs/fixture-format.md). `Fixture.check(fn)` hands the fixture to `fn`, which returns the results it
+computed, and compares each out.* tensor under the fixture's tolerance.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .compare import Report, Tolerance, compare
+from .safetensors_io import FLOAT_DTYPES, read_safetensors, write_safetensors
+
+SCHEMA = "replayssm.fixture"
+SCHEMA_VERSION = "1"
+REQUIRED_KEYS = ("schema", "schema_version", "op", "config", "seed", "precision", "generator",
+                 "generator_version", "tolerance")
+PREFIXES = ("in.", "param.", "out.")
+
+
+class FixtureError(ValueError):
+    """A file that is not a valid fixture (the message names the file and the field)."""
+
+
+def _to_numpy(value):
+    """Accepts NumPy arrays, scalars, lists and torch tensors (any device, any dtype incl. bfloat16)."""
+    if hasattr(value, "detach") and hasattr(value, "cpu"):  # torch.Tensor, without importing torch
+        t = value.detach().cpu()
+        if getattr(t, "is_floating_point", lambda: False)() and str(t.dtype) in ("torch.bfloat16", "torch.float16"):
+            t = t.float()
+        return t.numpy()
+    return np.asarray(value)
+
+
+@dataclass
+class TensorResult:
+    name: str
+    tolerance: Tolerance
+    report: Report
+
+    @property
+    def ok(self) -> bool:
+        return self.report.ok
+
+
+@dataclass
+class CheckResult:
+    path: str
+    op: str
+    tensors: list = field(default_factory=list)
+    errors: list = field(default_factory=list)  # problems that are not a tolerance failure
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors and all(t.ok for t in self.tensors)
+
+    def worst(self):
+        """The failing tensor result with the largest error, or None."""
+        failing = [t for t in self.tensors if not t.ok]
+        return max(failing, key=lambda t: (t.report.worst_excess, t.report.max_abs)) if failing else None
+
+    def summary(self) -> str:
+        lines = [f"{'ok  ' if self.ok else 'FAIL'} {self.path} ({self.op})"]
+        for e in self.errors:
+            lines.append(f"     error: {e}")
+        for t in self.tensors:
+            lines.append(f"     {t.name}: {t.report}")
+        return "\n".join(lines)
+
+    __str__ = summary
+
+
+class Fixture:
+    """A loaded fixture. Tensors keep their full names ("in.q", "param.A_log", "out.o"); BF16 tensors are
+    widened exactly to float32 and `dtypes` keeps the stored dtype names."""
+
+    def __init__(self, path, tensors, dtypes, metadata):
+        self.path = path
+        self.tensors = tensors
+        self.dtypes = dtypes
+        self.metadata = metadata
+        self.op = metadata["op"]
+        self.config = json.loads(metadata["config"])
+        self.seed = int(metadata["seed"])
+        self.precision = metadata["precision"]
+        self.tolerance = {k: Tolerance.parse(v) for k, v in json.loads(metadata["tolerance"]).items()}
+
+    # --- convenient views -------------------------------------------------------------------------------
+    def _prefixed(self, prefix):
+        return {k[len(prefix):]: v for k, v in self.tensors.items() if k.startswith(prefix)}
+
+    @property
+    def inputs(self) -> dict:
+        """in.* tensors without the prefix: {"q": ..., "k": ..., "state": ...}."""
+        return self._prefixed("in.")
+
+    @property
+    def params(self) -> dict:
+        """param.* tensors without the prefix: {"A_log": ..., "dt_bias": ...}."""
+        return self._prefixed("param.")
+
+    @property
+    def expected(self) -> dict:
+        """out.* tensors without the prefix."""
+        return self._prefixed("out.")
+
+    @property
+    def model(self) -> dict:
+        """The model configuration (config["model"]) of GDN/KDA operations, else {}."""
+        m = self.config.get("model") if isinstance(self.config, dict) else None
+        return m if isinstance(m, dict) else {}
+
+    @property
+    def args(self) -> dict:
+        a = self.config.get("args") if isinstance(self.config, dict) else None
+        return a if isinstance(a, dict) else {}
+
+    @property
+    def extra_metadata(self) -> dict:
+        return {k: v for k, v in self.metadata.items() if k not in REQUIRED_KEYS}
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.path).removesuffix(".safetensors")
+
+    def __repr__(self):
+        return f"Fixture({self.path!r}, op={self.op!r})"
+
+    # --- checking ---------------------------------------------------------------------------------------
+    def compare_outputs(self, got: dict) -> CheckResult:
+        """Compares results (out.* names, with or without the prefix) with the expected tensors."""
+        result = CheckResult(self.path, self.op)
+        normalized = {}
+        for k, v in (got or {}).items():
+            normalized[k if k.startswith("out.") else "out." + k] = v
+        for name in sorted(n for n in self.tensors if n.startswith("out.")):
+            want = self.tensors[name]
+            tol = self.tolerance[name]
+            if name not in normalized:
+                result.errors.append(f"{name}: the callable returned no such tensor")
+                continue
+            value = _to_numpy(normalized[name])
+            while value.ndim > want.ndim and value.shape[0] == 1:  # a leading batch of one is fine
+                value = value[0]
+            if value.shape != want.shape:
+                result.errors.append(f"{name}: shape {list(value.shape)} differs from the fixture's {list(want.shape)}")
+                continue
+            result.tensors.append(TensorResult(name, tol, compare(want, value, tol)))
+        extra = sorted(set(normalized) - set(n for n in self.tensors if n.startswith("out.")))
+        for name in extra:
+            result.errors.append(f"{name}: not an expected tensor of this fixture")
+        return result
+
+    def check(self, fn) -> CheckResult:
+        """Runs fn(fixture) -> {name: array} and compares its results."""
+        return self.compare_outputs(fn(self))
+
+    def assert_passes(self, fn) -> CheckResult:
+        """check(fn), raising AssertionError with the full report (worst element included) on failure."""
+        result = self.check(fn)
+        if not result.ok:
+            raise AssertionError(result.summary())
+        return result
+
+
+def load_fixture(path: str) -> Fixture:
+    """Reads and validates a fixture file (required metadata, tensor name prefixes, one tolerance per out.*)."""
+    tensors, dtypes, meta = read_safetensors(path)
+    for key in REQUIRED_KEYS:
+        if key not in meta:
+            raise FixtureError(f"{path}: __metadata__.{key} is missing")
+    if meta["schema"] != SCHEMA:
+        raise FixtureError(f"{path}: __metadata__.schema is '{meta['schema']}', expected '{SCHEMA}'")
+    if meta["schema_version"] != SCHEMA_VERSION:
+        raise FixtureError(f"{path}: __metadata__.schema_version '{meta['schema_version']}' is not supported")
+    if meta["precision"] not in ("f64", "f32"):
+        raise FixtureError(f"{path}: __metadata__.precision must be f64 or f32")
+    for name in tensors:
+        if not any(name.startswith(p) and len(name) > len(p) for p in PREFIXES):
+            raise FixtureError(f"{path}: tensor '{name}' has none of the prefixes in. / param. / out.")
+    try:
+        tol = json.loads(meta["tolerance"])
+        json.loads(meta["config"])
+    except json.JSONDecodeError as e:
+        raise FixtureError(f"{path}: config or tolerance is not JSON: {e}") from None
+    outs = {n for n in tensors if n.startswith("out.")}
+    for name, spelling in tol.items():
+        if name not in outs:
+            raise FixtureError(f"{path}: __metadata__.tolerance['{name}'] names no out.* tensor")
+        try:
+            Tolerance.parse(spelling)
+        except ValueError as e:
+            raise FixtureError(f"{path}: __metadata__.tolerance['{name}']: {e}") from None
+    for name in sorted(outs - set(tol)):
+        raise FixtureError(f"{path}: __metadata__.tolerance['{name}'] is missing")
+    return Fixture(path, tensors, dtypes, meta)
+
+
+def find_fixtures(root: str, ops=None) -> list:
+    """Sorted .safetensors paths under root (a file or a directory, searched recursively); with ops, only
+    fixtures whose op is in ops (the header is read to find out)."""
+    if os.path.isfile(root):
+        paths = [root]
+    else:
+        paths = sorted(
+            os.path.join(d, f) for d, _, files in os.walk(root) for f in files if f.endswith(".safetensors"))
+    if ops is None:
+        return paths
+    ops = {ops} if isinstance(ops, str) else set(ops)
+    return [p for p in paths if read_op(p) in ops]
+
+
+def read_op(path: str) -> str:
+    """The op of a fixture, from its header only (no tensor data is read)."""
+    import struct
+
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n).decode("utf-8"))
+    return header.get("__metadata__", {}).get("op", "")
+
+
+def save_fixture(path: str, op: str, config, tensors: dict, tolerance: dict, *, seed: int = 0,
+                 precision: str = "f32", generator: str = "external", generator_version: str = "0.1.0",
+                 extra_metadata: dict | None = None) -> None:
+    """Writes a fixture. tensors: name -> (array, dtype name) (BF16 from floats or raw uint16 bits);
+    tolerance: out.* name -> spelling or Tolerance."""
+    meta = {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "op": op,
+        "config": json.dumps(config, sort_keys=True, separators=(",", ":")),
+        "seed": str(int(seed)),
+        "precision": precision,
+        "generator": generator,
+        "generator_version": generator_version,
+        "tolerance": json.dumps({k: str(v) for k, v in tolerance.items()}, sort_keys=True, separators=(",", ":")),
+    }
+    for k, v in (extra_metadata or {}).items():
+        if k in meta:
+            raise FixtureError(f"extra metadata key '{k}' is reserved")
+        meta[k] = v if isinstance(v, str) else json.dumps(v, sort_keys=True)
+    outs = {n for n in tensors if n.startswith("out.")}
+    if outs != set(tolerance):
+        raise FixtureError(f"tolerance entries {sorted(tolerance)} do not match the out.* tensors {sorted(outs)}")
+    for name in tensors:
+        if not any(name.startswith(p) and len(name) > len(p) for p in PREFIXES):
+            raise FixtureError(f"tensor '{name}' has none of the prefixes in. / param. / out.")
+    write_safetensors(path, tensors, meta)
+
+
+def is_float_dtype(name: str) -> bool:
+    return name in FLOAT_DTYPES
