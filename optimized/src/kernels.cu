@@ -10,6 +10,9 @@
 // an xor butterfly over the LK lanes of the row (offsets LK/2, ..., 1); every lane ends with the same bits.
 // Every floating-point operation is written as an explicit round-to-nearest intrinsic (__fmul_rn,
 // __fmaf_rn, ...), so the compiler can neither contract nor reorder them differently in different kernels.
+// Staging (stage_tokens): a warp stages whole tokens and issues all of a token's loads (k, q, a, b,
+// dt_bias, the V tile's values) before it uses any of them, so a token costs one memory latency; which
+// thread loads an element changes no arithmetic.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -43,14 +46,6 @@ __device__ __forceinline__ void st_act(void* p, long long i, float x, bool bf16)
   else
     static_cast<float*>(p)[i] = x;
 }
-// Raw copy of one activation element (bits unchanged).
-__device__ __forceinline__ void copy_act(void* dst, long long di, const void* src, long long si, bool bf16) {
-  if (bf16)
-    static_cast<unsigned short*>(dst)[di] = __ldg(static_cast<const unsigned short*>(src) + si);
-  else
-    static_cast<unsigned*>(dst)[di] = __ldg(static_cast<const unsigned*>(src) + si);
-}
-
 // Index of the j-th element (j = c*4 + e) of lane kl inside a row of K.
 template <int LK>
 __device__ __forceinline__ int kidx(int kl, int j) {
@@ -231,19 +226,21 @@ struct TokenSrc {
   long long b_off;
 };
 
-// Shared-memory staging of up to kTC tokens (all float): per token the normalised key kn[K] and scaled
-// query qs[K], the decay alpha and log-decay g ([a_width] each), beta, and the V-tile's values v[VT].
+// Shared-memory staging of up to `cap` tokens (all float): per token the normalised key kn[K] and scaled
+// query qs[K], the decay alpha and log-decay g ([a_width] each), beta, and the V-tile's values v[VT]. The
+// per-tile kernels stage chunks of kTC tokens; the persistent kernels stage a row's whole window at once
+// (cap = max_T).
 constexpr int kTC = 8;
 struct Stage {
   float *kn, *qs, *alpha, *g, *beta, *v;
   int K, AW, VT;
-  __device__ Stage(float* sm, const DevCfg& c, int VT_) : K(c.K), AW(c.a_width), VT(VT_) {
+  __device__ Stage(float* sm, const DevCfg& c, int VT_, int cap) : K(c.K), AW(c.a_width), VT(VT_) {
     kn = sm;
-    qs = kn + kTC * K;
-    alpha = qs + kTC * K;  // 16-byte aligned: K is a multiple of 16
-    g = alpha + kTC * AW;
-    beta = g + kTC * AW;
-    v = beta + kTC;
+    qs = kn + cap * K;
+    alpha = qs + cap * K;  // 16-byte aligned: K is a multiple of 16
+    g = alpha + cap * AW;
+    beta = g + cap * AW;
+    v = beta + cap;
   }
 };
 
@@ -271,23 +268,76 @@ __device__ __forceinline__ void l2norm_warp(const DevCfg& c, const float (&x)[E]
   }
 }
 
-// One warp prepares token slot tt of the stage: kn, qs (when want_q), alpha, g, beta. Every kernel calls
-// this same function, so the per-token quantities are identical bits in verify, commit and ring decode.
+// Raw bits of one activation element (bf16 zero-extended, or the f32 bits), its widening to float (exact:
+// the same value ld_act would give) and its raw store (bits unchanged).
+__device__ __forceinline__ unsigned ld_raw(const void* p, long long i, bool bf16) {
+  return bf16 ? unsigned(__ldg(static_cast<const unsigned short*>(p) + i)) : __ldg(static_cast<const unsigned*>(p) + i);
+}
+__device__ __forceinline__ float widen(unsigned r, bool bf16) { return __uint_as_float(bf16 ? r << 16 : r); }
+__device__ __forceinline__ void st_raw(void* p, long long i, unsigned r, bool bf16) {
+  if (bf16)
+    static_cast<unsigned short*>(p)[i] = static_cast<unsigned short>(r);
+  else
+    static_cast<unsigned*>(p)[i] = r;
+}
+
+// One warp's share of one token: the raw bits of k, q (lane + 32 e), a (KDA: lane + 32 e; GDN: the one
+// element), dt_bias, b and the V tile's values (row tile_base + lane + 32 j). All of them are loaded before
+// any is used, so a token costs one memory latency instead of one per input.
 template <int LK, bool KDA>
-__device__ __forceinline__ void prep_token(const DevCfg& c, const TokenSrc& src, bool want_q, float A_log,
-                                           const float* dt_bias_head, const Stage& st, int tt) {
-  constexpr int K = 16 * LK, E = K / 32;
+struct TokRaw {
+  static constexpr int E = LK / 2;   // K / 32
+  static constexpr int AW = KDA ? E : 1;
+  static constexpr int NV = 32 / LK;  // >= V tile / 32: VT = W * 8 * (32 / LK) with W <= 4 warps
+  unsigned k[E], q[E], a[AW], b, v[NV];
+  float dtb[AW];
+};
+
+template <int LK, bool KDA>
+__device__ __forceinline__ void load_token(const DevCfg& c, const TokenSrc& src, bool want_q, const float* dt_bias_head,
+                                           int tile_base, int VT, TokRaw<LK, KDA>& r) {
+  using R = TokRaw<LK, KDA>;
+  const int lane = threadIdx.x & 31;
+  const bool bf = c.act_bf16;
+#pragma unroll
+  for (int e = 0; e < R::E; ++e) r.k[e] = ld_raw(src.k, src.k_off + lane + 32 * e, bf);
+  if (want_q) {
+#pragma unroll
+    for (int e = 0; e < R::E; ++e) r.q[e] = ld_raw(src.q, src.q_off + lane + 32 * e, bf);
+  }
+#pragma unroll
+  for (int e = 0; e < R::AW; ++e) {
+    const int k = KDA ? lane + 32 * e : 0;
+    r.a[e] = ld_raw(src.a, src.a_off + k, bf);
+    r.dtb[e] = __ldg(dt_bias_head + k);
+  }
+  r.b = ld_raw(src.b, src.b_off, bf);
+#pragma unroll
+  for (int j = 0; j < R::NV; ++j) {
+    const int i = lane + 32 * j, row = tile_base + i;
+    r.v[j] = i < VT && row < c.V ? ld_raw(src.v, src.v_off + row, bf) : 0u;
+  }
+}
+
+// The stage's token slot tt from the loaded bits: kn, qs (when want_q), alpha, g, beta and the V tile's
+// values (rows >= V as 0). Every kernel calls this same function, so the per-token quantities are
+// identical bits in verify, commit and ring decode.
+template <int LK, bool KDA>
+__device__ __forceinline__ void finish_token(const DevCfg& c, const TokRaw<LK, KDA>& r, bool want_q, float A_log,
+                                             const Stage& st, int tt) {
+  using R = TokRaw<LK, KDA>;
+  constexpr int K = 16 * LK, E = R::E;
   const int lane = threadIdx.x & 31;
   const bool bf = c.act_bf16;
   float x[E], y[E];
 #pragma unroll
-  for (int e = 0; e < E; ++e) x[e] = ld_act(src.k, src.k_off + lane + 32 * e, bf);
+  for (int e = 0; e < E; ++e) x[e] = widen(r.k[e], bf);
   l2norm_warp<E>(c, x, 1.f, y);
 #pragma unroll
   for (int e = 0; e < E; ++e) st.kn[tt * K + lane + 32 * e] = y[e];
   if (want_q) {
 #pragma unroll
-    for (int e = 0; e < E; ++e) x[e] = ld_act(src.q, src.q_off + lane + 32 * e, bf);
+    for (int e = 0; e < E; ++e) x[e] = widen(r.q[e], bf);
     l2norm_warp<E>(c, x, c.q_scale, y);
 #pragma unroll
     for (int e = 0; e < E; ++e) st.qs[tt * K + lane + 32 * e] = y[e];
@@ -295,34 +345,99 @@ __device__ __forceinline__ void prep_token(const DevCfg& c, const TokenSrc& src,
   const float eA = expf(A_log);
   if (KDA) {
 #pragma unroll
-    for (int e = 0; e < E; ++e) {
+    for (int e = 0; e < R::AW; ++e) {
       const int k = lane + 32 * e;
-      const float xa = __fadd_rn(ld_act(src.a, src.a_off + k, bf), __ldg(dt_bias_head + k));
+      const float xa = __fadd_rn(widen(r.a[e], bf), r.dtb[e]);
       const float g = c.kda_lower_bound ? __fmul_rn(c.lower_bound, sigmoid_f(__fmul_rn(eA, xa)))
                                         : __fmul_rn(-eA, softplus_f(xa));
       st.g[tt * K + k] = g;
       st.alpha[tt * K + k] = expf(g);
     }
   } else if (lane == 0) {
-    const float xa = __fadd_rn(ld_act(src.a, src.a_off, bf), __ldg(dt_bias_head));
+    const float xa = __fadd_rn(widen(r.a[0], bf), r.dtb[0]);
     const float g = __fmul_rn(-eA, softplus_f(xa));
     st.g[tt] = g;
     st.alpha[tt] = expf(g);
   }
   if (lane == 0) {
-    float beta = sigmoid_f(ld_act(src.b, src.b_off, bf));
+    float beta = sigmoid_f(widen(r.b, bf));
     if (c.round_beta_act) beta = bf16_bits_to_f(f_to_bf16_bits(beta));
     st.beta[tt] = beta;
   }
+#pragma unroll
+  for (int j = 0; j < R::NV; ++j) {
+    const int i = lane + 32 * j;
+    if (i < st.VT) st.v[tt * st.VT + i] = widen(r.v[j], bf);
+  }
 }
 
-// Stages the V-tile's values of token slot tt (all threads of the block; rows >= V read as 0).
-__device__ __forceinline__ void stage_v(const DevCfg& c, const void* v, long long v_off, int tile_base,
-                                        const Stage& st, int tt) {
-  for (int i = threadIdx.x; i < st.VT; i += blockDim.x) {
-    const int row = tile_base + i;
-    st.v[tt * st.VT + i] = row < c.V ? ld_act(v, v_off + row, c.act_bf16) : 0.f;
+// ReplaySSM capture: the raw bits of one token into its payload row pb (element offset): the V tile's values
+// of value head hv, the key head's k row when cap_k, a and b of hv when cap_ab.
+template <int LK, bool KDA>
+__device__ __forceinline__ void capture_token(const DevCfg& c, const TokRaw<LK, KDA>& r, void* payload, long long pb,
+                                              int h, int hv, int tile_base, int VT, bool cap_k, bool cap_ab) {
+  using R = TokRaw<LK, KDA>;
+  const int lane = threadIdx.x & 31;
+  const bool bf = c.act_bf16;
+  const long long v_at = static_cast<long long>(c.H) * c.K, a_at = v_at + static_cast<long long>(c.HV) * c.V;
+  const long long b_at = a_at + static_cast<long long>(c.HV) * c.a_width;
+#pragma unroll
+  for (int j = 0; j < R::NV; ++j) {
+    const int i = lane + 32 * j, row = tile_base + i;
+    if (i < VT && row < c.V) st_raw(payload, pb + v_at + static_cast<long long>(hv) * c.V + row, r.v[j], bf);
   }
+  if (cap_k) {
+#pragma unroll
+    for (int e = 0; e < R::E; ++e) st_raw(payload, pb + static_cast<long long>(h) * c.K + lane + 32 * e, r.k[e], bf);
+  }
+  if (cap_ab) {
+#pragma unroll
+    for (int e = 0; e < R::AW; ++e)
+      if (KDA || lane == 0)
+        st_raw(payload, pb + a_at + static_cast<long long>(hv) * c.a_width + (KDA ? lane + 32 * e : 0), r.a[e], bf);
+    if (lane == 0) st_raw(payload, pb + b_at + hv, r.b, bf);
+  }
+}
+
+// Stages the tokens [0, nt) of a window (chunk), warp w taking tokens w, w + W, ... (W = warps of the
+// block). src(tt) gives a token's sources; after(raw, tt) runs on the loaded bits before they are consumed
+// (the verify's payload capture). With PAIR a warp loads two of its tokens before finishing either (one
+// memory latency for both); the per-tile kernels, whose state tile is live in registers while they stage,
+// load one token at a time.
+template <int LK, bool KDA, bool PAIR, class SrcF, class AfterF>
+__device__ __forceinline__ void stage_tokens(const DevCfg& c, int nt, bool want_q, float A_log, const float* dtb,
+                                             const Stage& st, int tile_base, SrcF&& src, AfterF&& after) {
+  const int warp = threadIdx.x >> 5, W = blockDim.x >> 5;
+  for (int tt = warp; tt < nt; tt += (PAIR ? 2 : 1) * W) {
+    TokRaw<LK, KDA> r0;
+    load_token<LK, KDA>(c, src(tt), want_q, dtb, tile_base, st.VT, r0);
+    if (PAIR && tt + W < nt) {
+      TokRaw<LK, KDA> r1;
+      load_token<LK, KDA>(c, src(tt + W), want_q, dtb, tile_base, st.VT, r1);
+      after(r0, tt);
+      after(r1, tt + W);
+      finish_token<LK, KDA>(c, r0, want_q, A_log, st, tt);
+      finish_token<LK, KDA>(c, r1, want_q, A_log, st, tt + W);
+    } else {
+      after(r0, tt);
+      finish_token<LK, KDA>(c, r0, want_q, A_log, st, tt);
+    }
+  }
+}
+
+// Payload row (element offset) of token t0 + lane of batch row r for lanes < nt, 0 elsewhere: one load per
+// lane for up to 32 tokens; a warp then takes token tt's row with chunk_row (tokens past 32 look it up).
+__device__ __forceinline__ long long payload_row(const StepArgs& a, int r, int t) {
+  return (static_cast<long long>(a.pages[static_cast<long long>(r) * a.pages_per_row + t / a.page_tokens]) *
+              a.page_tokens + t % a.page_tokens) * a.row_width;
+}
+__device__ __forceinline__ long long chunk_rows(const StepArgs& a, int r, int t0, int nt) {
+  const int lane = threadIdx.x & 31;
+  return lane < nt ? payload_row(a, r, t0 + lane) : 0;
+}
+// Token tt's payload row (tt uniform across the warp).
+__device__ __forceinline__ long long chunk_row(const StepArgs& a, long long rows, int r, int t0, int tt) {
+  return tt < 32 ? __shfl_sync(kFull, rows, tt) : payload_row(a, r, t0 + tt);
 }
 
 // Loads 16 lane elements of a staged K-vector (chunks of 4 at kidx).
@@ -465,10 +580,6 @@ struct LaneGeo {
   }
 };
 
-__device__ __forceinline__ long long payload_row(const StepArgs& a, int r, int t) {
-  return (static_cast<long long>(a.pages[static_cast<long long>(r) * a.pages_per_row + t / a.page_tokens]) *
-              a.page_tokens + t % a.page_tokens) * a.row_width;
-}
 
 // Scheduling only (no effect on any element's arithmetic): with REPLAYSSM_ROW_GROUPS == 2 a lane runs all
 // tokens of its rows 0..3 (and stores them) before rows 4..7, so the first group's compute and stores
@@ -487,6 +598,60 @@ __device__ __forceinline__ void for_row_groups(F&& f) {
   } else {
     f(Z{}, N{});
   }
+}
+
+// Sources of token tok (verify: the packed inputs) and of a payload row pb (commit: the captured bits).
+__device__ __forceinline__ TokenSrc input_src(const StepArgs& a, long long tok, int h, int hv) {
+  const DevCfg& c = a.c;
+  TokenSrc src;
+  src.k = a.k, src.k_off = (tok * c.H + h) * c.K;
+  src.q = a.q, src.q_off = src.k_off;
+  src.v = a.v, src.v_off = (tok * c.HV + hv) * c.V;
+  src.a = a.a, src.a_off = (tok * c.HV + hv) * c.a_width;
+  src.b = a.b, src.b_off = tok * c.HV + hv;
+  return src;
+}
+__device__ __forceinline__ TokenSrc payload_src(const DevCfg& c, const void* payload, long long pb, int h, int hv) {
+  const long long v_at = static_cast<long long>(c.H) * c.K, a_at = v_at + static_cast<long long>(c.HV) * c.V;
+  const long long b_at = a_at + static_cast<long long>(c.HV) * c.a_width;
+  TokenSrc src;
+  src.k = payload, src.k_off = pb + static_cast<long long>(h) * c.K;
+  src.q = nullptr, src.q_off = 0;
+  src.v = payload, src.v_off = pb + v_at + static_cast<long long>(hv) * c.V;
+  src.a = payload, src.a_off = pb + a_at + static_cast<long long>(hv) * c.a_width;
+  src.b = payload, src.b_off = pb + b_at + hv;
+  return src;
+}
+
+// Verify staging of tokens [t0, t0 + nt) of batch row r: the stage, plus (ReplaySSM) the raw bits into the
+// payload. The CTA of tile 0 captures a and b, and for the first value head of a key head also the k row.
+template <int LK, bool KDA, bool PAIR>
+__device__ __forceinline__ void stage_verify_chunk(const StepArgs& a, const Stage& st, int r, long long tok0, int t0,
+                                                   int nt, int h, int hv, int tile, int tile_base, float A_log,
+                                                   const float* dtb) {
+  const DevCfg& c = a.c;
+  const long long pbl = a.payload ? chunk_rows(a, r, t0, nt) : 0;
+  const bool cap_k = hv % c.G == 0 && tile == 0, cap_ab = tile == 0;
+  stage_tokens<LK, KDA, PAIR>(
+      c, nt, true, A_log, dtb, st, tile_base, [&](int tt) { return input_src(a, tok0 + tt, h, hv); },
+      [&](const TokRaw<LK, KDA>& raw, int tt) {
+        if (a.payload)
+          capture_token<LK, KDA>(c, raw, a.payload, chunk_row(a, pbl, r, t0, tt), h, hv, tile_base, st.VT, cap_k,
+                                 cap_ab);
+      });
+}
+
+// Commit staging of payload tokens [t0, t0 + nt) of batch row r.
+template <int LK, bool KDA, bool PAIR>
+__device__ __forceinline__ void stage_commit_chunk(const StepArgs& a, const Stage& st, const void* payload, int r,
+                                                   int t0, int nt, int h, int hv, int tile_base, float A_log,
+                                                   const float* dtb) {
+  const DevCfg& c = a.c;
+  const long long pbl = chunk_rows(a, r, t0, nt);
+  stage_tokens<LK, KDA, PAIR>(
+      c, nt, false, A_log, dtb, st, tile_base,
+      [&](int tt) { return payload_src(c, payload, chunk_row(a, pbl, r, t0, tt), h, hv); },
+      [](const TokRaw<LK, KDA>&, int) {});
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -508,48 +673,16 @@ __global__ void __launch_bounds__(128) verify_kernel(const StepArgs a) {
     }
     return;
   }
-  const Stage st(reinterpret_cast<float*>(smem4), c, lg.VT);
+  const Stage st(reinterpret_cast<float*>(smem4), c, lg.VT, kTC);
   float s[kNR][kEK];
   load_tile<LK>(c, state_head(c, a.pool, row.slot, hv), r0, kl, s);  // in flight during the prologue
   const float A_log = __ldg(a.A_log + hv);
   const float* dtb = a.dt_bias + static_cast<long long>(hv) * c.a_width;
-  const bool lead_k = (hv % c.G == 0) && at.tile == 0;  // this CTA captures the key head's k row
-  const long long v_at = static_cast<long long>(c.H) * c.K, a_at = v_at + static_cast<long long>(c.HV) * c.V;
-  const long long b_at = a_at + static_cast<long long>(c.HV) * c.a_width;
   for (int t0 = 0; t0 < row.T; t0 += kTC) {
     const int nt = min(kTC, row.T - t0);
     if (t0 > 0) __syncthreads();  // the previous chunk's readers are done with the stage
-    for (int tt = lg.warp; tt < nt; tt += c.warps) {
-      const long long tok = row.token_offset + t0 + tt;
-      TokenSrc src;
-      src.k = a.k, src.k_off = (tok * c.H + h) * c.K;
-      src.q = a.q, src.q_off = src.k_off;
-      src.v = a.v, src.v_off = (tok * c.HV + hv) * c.V;
-      src.a = a.a, src.a_off = (tok * c.HV + hv) * c.a_width;
-      src.b = a.b, src.b_off = tok * c.HV + hv;
-      prep_token<LK, KDA>(c, src, true, A_log, dtb, st, tt);
-    }
-    for (int tt = 0; tt < nt; ++tt) {
-      const long long tok = row.token_offset + t0 + tt;
-      stage_v(c, a.v, (tok * c.HV + hv) * c.V, lg.tile_base, st, tt);
-      if (a.payload) {  // raw bits of this token's k, v, a, b into its paged payload row
-        const long long pb = payload_row(a, at.r, t0 + tt);
-        for (int i = threadIdx.x; i < lg.VT; i += blockDim.x) {
-          const int rr = lg.tile_base + i;
-          if (rr < c.V)
-            copy_act(a.payload, pb + v_at + static_cast<long long>(hv) * c.V + rr, a.v, (tok * c.HV + hv) * c.V + rr, bf);
-        }
-        if (lead_k)
-          for (int i = threadIdx.x; i < c.K; i += blockDim.x)
-            copy_act(a.payload, pb + static_cast<long long>(h) * c.K + i, a.k, (tok * c.H + h) * c.K + i, bf);
-        if (at.tile == 0) {
-          for (int i = threadIdx.x; i < c.a_width; i += blockDim.x)
-            copy_act(a.payload, pb + a_at + static_cast<long long>(hv) * c.a_width + i, a.a,
-                     (tok * c.HV + hv) * c.a_width + i, bf);
-          if (threadIdx.x == 0) copy_act(a.payload, pb + b_at + hv, a.b, tok * c.HV + hv, bf);
-        }
-      }
-    }
+    stage_verify_chunk<LK, KDA, false>(a, st, at.r, row.token_offset + t0, t0, nt, h, hv, at.tile, lg.tile_base, A_log,
+                                       dtb);
     __syncthreads();
     auto rows_run = [&](auto i0c, auto i1c) {
       constexpr int I0 = decltype(i0c)::value, I1 = decltype(i1c)::value;
@@ -584,27 +717,13 @@ __global__ void __launch_bounds__(128) commit_replay_kernel(const StepArgs a) {
   const int r0 = lg.tile_base + lg.lrow0, kl = lg.kl;
   const DevLayer L = a.layers[at.layer];
   const int hv = at.hv, h = hv / c.G;
-  const Stage st(reinterpret_cast<float*>(smem4), c, lg.VT);
+  const Stage st(reinterpret_cast<float*>(smem4), c, lg.VT, kTC);
   float s[kNR][kEK];
   load_tile<LK>(c, state_head(c, L.pool, row.slot, hv), r0, kl, s);
   const float A_log = __ldg(L.A_log + hv);
   const float* dtb = L.dt_bias + static_cast<long long>(hv) * c.a_width;
-  const long long v_at = static_cast<long long>(c.H) * c.K, a_at = v_at + static_cast<long long>(c.HV) * c.V;
-  const long long b_at = a_at + static_cast<long long>(c.HV) * c.a_width;
   auto stage_chunk = [&](int t0, int nt) {
-    for (int tt = lg.warp; tt < nt; tt += c.warps) {
-      const long long pb = payload_row(a, at.r, t0 + tt);
-      TokenSrc src;
-      src.k = L.payload, src.k_off = pb + static_cast<long long>(h) * c.K;
-      src.q = nullptr, src.q_off = 0;
-      src.v = L.payload, src.v_off = pb + v_at + static_cast<long long>(hv) * c.V;
-      src.a = L.payload, src.a_off = pb + a_at + static_cast<long long>(hv) * c.a_width;
-      src.b = L.payload, src.b_off = pb + b_at + hv;
-      prep_token<LK, KDA>(c, src, false, A_log, dtb, st, tt);
-    }
-    for (int tt = 0; tt < nt; ++tt)
-      stage_v(c, L.payload, payload_row(a, at.r, t0 + tt) + v_at + static_cast<long long>(hv) * c.V, lg.tile_base, st,
-              tt);
+    stage_commit_chunk<LK, KDA, false>(a, st, L.payload, at.r, t0, nt, h, hv, lg.tile_base, A_log, dtb);
     __syncthreads();
   };
   // Whole chunks of kTC tokens first (only when n > kTC), then the last chunk row group by row group, each
@@ -715,8 +834,8 @@ __device__ __forceinline__ Coords item_coords(const DevCfg& c, int num_rows, lon
   return k;
 }
 
-__device__ __forceinline__ int stage_floats(const DevCfg& c, int VT) {
-  return kTC * (2 * c.K + 2 * c.a_width + 1 + VT);
+__device__ __forceinline__ int stage_floats(const DevCfg& c, int VT, int cap) {
+  return cap * (2 * c.K + 2 * c.a_width + 1 + VT);
 }
 
 template <int LK, bool KDA>
@@ -726,8 +845,8 @@ __global__ void __launch_bounds__(128, 1) verify_pipe_kernel(const StepArgs a) {
   const long long total = static_cast<long long>(a.num_rows) * c.HV * c.tiles;
   const LaneGeo<LK> lg(c, 0);
   const int kl = lg.kl;
-  const Stage st(reinterpret_cast<float*>(smem4), c, lg.VT);
-  char* buf = reinterpret_cast<char*>(smem4) + ((stage_floats(c, lg.VT) * 4 + 15) / 16) * 16;
+  const Stage st(reinterpret_cast<float*>(smem4), c, lg.VT, a.max_T);
+  char* buf = reinterpret_cast<char*>(smem4) + ((stage_floats(c, lg.VT, a.max_T) * 4 + 15) / 16) * 16;
   const bool bf = c.act_bf16;
   // Next item with a real row at or after w (stride gridDim.x); PAD items on the way get zero outputs.
   auto next_real = [&](long long w) {
@@ -749,8 +868,6 @@ __global__ void __launch_bounds__(128, 1) verify_pipe_kernel(const StepArgs a) {
   };
   long long cur = next_real(blockIdx.x);
   if (cur < total) prefetch(cur);
-  const long long v_at = static_cast<long long>(c.H) * c.K, a_at = v_at + static_cast<long long>(c.HV) * c.V;
-  const long long b_at = a_at + static_cast<long long>(c.HV) * c.a_width;
   while (cur < total) {
     const Coords at = item_coords(c, a.num_rows, cur);
     const DevRow row = a.rows[at.r];
@@ -758,62 +875,26 @@ __global__ void __launch_bounds__(128, 1) verify_pipe_kernel(const StepArgs a) {
     const int tile_base = at.tile * lg.VT, r0 = tile_base + lg.lrow0;
     const float A_log = __ldg(a.A_log + hv);
     const float* dtb = a.dt_bias + static_cast<long long>(hv) * c.a_width;
-    const bool lead_k = (hv % c.G == 0) && at.tile == 0;
     const long long nxt = next_real(cur + gridDim.x);
     float s[kNR][kEK];
-    for (int t0 = 0; t0 < row.T; t0 += kTC) {
-      const int nt = min(kTC, row.T - t0);
-      __syncthreads();  // the stage is free (previous chunk or item)
-      for (int tt = lg.warp; tt < nt; tt += c.warps) {
-        const long long tok = row.token_offset + t0 + tt;
-        TokenSrc src;
-        src.k = a.k, src.k_off = (tok * c.H + h) * c.K;
-        src.q = a.q, src.q_off = src.k_off;
-        src.v = a.v, src.v_off = (tok * c.HV + hv) * c.V;
-        src.a = a.a, src.a_off = (tok * c.HV + hv) * c.a_width;
-        src.b = a.b, src.b_off = tok * c.HV + hv;
-        prep_token<LK, KDA>(c, src, true, A_log, dtb, st, tt);
-      }
-      for (int tt = 0; tt < nt; ++tt) {
-        const long long tok = row.token_offset + t0 + tt;
-        stage_v(c, a.v, (tok * c.HV + hv) * c.V, tile_base, st, tt);
-        if (a.payload) {
-          const long long pb = payload_row(a, at.r, t0 + tt);
-          for (int i = threadIdx.x; i < lg.VT; i += blockDim.x) {
-            const int rr = tile_base + i;
-            if (rr < c.V)
-              copy_act(a.payload, pb + v_at + static_cast<long long>(hv) * c.V + rr, a.v,
-                       (tok * c.HV + hv) * c.V + rr, bf);
-          }
-          if (lead_k)
-            for (int i = threadIdx.x; i < c.K; i += blockDim.x)
-              copy_act(a.payload, pb + static_cast<long long>(h) * c.K + i, a.k, (tok * c.H + h) * c.K + i, bf);
-          if (at.tile == 0) {
-            for (int i = threadIdx.x; i < c.a_width; i += blockDim.x)
-              copy_act(a.payload, pb + a_at + static_cast<long long>(hv) * c.a_width + i, a.a,
-                       (tok * c.HV + hv) * c.a_width + i, bf);
-            if (threadIdx.x == 0) copy_act(a.payload, pb + b_at + hv, a.b, tok * c.HV + hv, bf);
-          }
-        }
-      }
-      if (t0 == 0) {
-        cp_async_wait_all();
-        tile_from_smem<LK>(c, buf, r0, s);
-      }
-      __syncthreads();  // stage written; state buffer consumed by every thread
-      if (t0 == 0 && nxt < total) prefetch(nxt);
-      for (int tt = 0; tt < nt; ++tt) {
-        const int t = t0 + tt;
-        float d[kNR], o[kNR];
-        run_staged<LK, KDA, true>(st, tt, kl, lg.lrow0, s, d, o);
-        const long long ob = ((row.token_offset + t) * static_cast<long long>(c.HV) + hv) * c.V;
-        for_my_rows<LK>(c, r0, kl, [&](int i, int rr) { st_act(a.o, ob + rr, pick(o, i), bf); });
-        if (a.scratch) {
-          const long long es = c.state_bf16 ? 2 : 4;
-          char* dst = static_cast<char*>(a.scratch) +
-                      ((static_cast<long long>(at.r) * a.max_T + t) * c.HV + hv) * static_cast<long long>(c.K) * c.V * es;
-          store_tile_vk<LK>(c, dst, r0, kl, s);
-        }
+    __syncthreads();  // the stage is free (previous item)
+    // The whole window is staged before the state tile is taken into registers: room to load two tokens
+    // per warp at once.
+    stage_verify_chunk<LK, KDA, true>(a, st, at.r, row.token_offset, 0, row.T, h, hv, at.tile, tile_base, A_log, dtb);
+    cp_async_wait_all();
+    tile_from_smem<LK>(c, buf, r0, s);
+    __syncthreads();  // stage written; state buffer consumed by every thread
+    if (nxt < total) prefetch(nxt);
+    for (int t = 0; t < row.T; ++t) {
+      float d[kNR], o[kNR];
+      run_staged<LK, KDA, true>(st, t, kl, lg.lrow0, s, d, o);
+      const long long ob = ((row.token_offset + t) * static_cast<long long>(c.HV) + hv) * c.V;
+      for_my_rows<LK>(c, r0, kl, [&](int i, int rr) { st_act(a.o, ob + rr, pick(o, i), bf); });
+      if (a.scratch) {
+        const long long es = c.state_bf16 ? 2 : 4;
+        char* dst = static_cast<char*>(a.scratch) +
+                    ((static_cast<long long>(at.r) * a.max_T + t) * c.HV + hv) * static_cast<long long>(c.K) * c.V * es;
+        store_tile_vk<LK>(c, dst, r0, kl, s);
       }
     }
     cur = nxt;
@@ -827,8 +908,8 @@ __global__ void __launch_bounds__(128, 1) commit_pipe_kernel(const StepArgs a) {
   const long long total = static_cast<long long>(a.num_layers) * a.num_rows * c.HV * c.tiles;
   const LaneGeo<LK> lg(c, 0);
   const int kl = lg.kl;
-  const Stage st(reinterpret_cast<float*>(smem4), c, lg.VT);
-  char* buf = reinterpret_cast<char*>(smem4) + ((stage_floats(c, lg.VT) * 4 + 15) / 16) * 16;
+  const Stage st(reinterpret_cast<float*>(smem4), c, lg.VT, a.max_T);
+  char* buf = reinterpret_cast<char*>(smem4) + ((stage_floats(c, lg.VT, a.max_T) * 4 + 15) / 16) * 16;
   auto next_real = [&](long long w) {
     for (; w < total; w += gridDim.x) {
       const DevRow row = a.rows[item_coords(c, a.num_rows, w).r];
@@ -843,8 +924,6 @@ __global__ void __launch_bounds__(128, 1) commit_pipe_kernel(const StepArgs a) {
   };
   long long cur = next_real(blockIdx.x);
   if (cur < total) prefetch(cur);
-  const long long v_at = static_cast<long long>(c.H) * c.K, a_at = v_at + static_cast<long long>(c.HV) * c.V;
-  const long long b_at = a_at + static_cast<long long>(c.HV) * c.a_width;
   while (cur < total) {
     const Coords at = item_coords(c, a.num_rows, cur);
     const DevRow row = a.rows[at.r];
@@ -855,32 +934,15 @@ __global__ void __launch_bounds__(128, 1) commit_pipe_kernel(const StepArgs a) {
     const float* dtb = L.dt_bias + static_cast<long long>(hv) * c.a_width;
     const long long nxt = next_real(cur + gridDim.x);
     float s[kNR][kEK];
-    for (int t0 = 0; t0 < n; t0 += kTC) {
-      const int nt = min(kTC, n - t0);
-      __syncthreads();
-      for (int tt = lg.warp; tt < nt; tt += c.warps) {
-        const long long pb = payload_row(a, at.r, t0 + tt);
-        TokenSrc src;
-        src.k = L.payload, src.k_off = pb + static_cast<long long>(h) * c.K;
-        src.q = nullptr, src.q_off = 0;
-        src.v = L.payload, src.v_off = pb + v_at + static_cast<long long>(hv) * c.V;
-        src.a = L.payload, src.a_off = pb + a_at + static_cast<long long>(hv) * c.a_width;
-        src.b = L.payload, src.b_off = pb + b_at + hv;
-        prep_token<LK, KDA>(c, src, false, A_log, dtb, st, tt);
-      }
-      for (int tt = 0; tt < nt; ++tt)
-        stage_v(c, L.payload, payload_row(a, at.r, t0 + tt) + v_at + static_cast<long long>(hv) * c.V, tile_base, st,
-                tt);
-      if (t0 == 0) {
-        cp_async_wait_all();
-        tile_from_smem<LK>(c, buf, r0, s);
-      }
-      __syncthreads();
-      if (t0 == 0 && nxt < total) prefetch(nxt);
-      for (int tt = 0; tt < nt; ++tt) {
-        float d[kNR], o[kNR];
-        run_staged<LK, KDA, false>(st, tt, kl, lg.lrow0, s, d, o);
-      }
+    __syncthreads();  // the stage is free (previous item)
+    stage_commit_chunk<LK, KDA, true>(a, st, L.payload, at.r, 0, n, h, hv, tile_base, A_log, dtb);
+    cp_async_wait_all();
+    tile_from_smem<LK>(c, buf, r0, s);
+    __syncthreads();  // stage written; state buffer consumed by every thread
+    if (nxt < total) prefetch(nxt);
+    for (int t = 0; t < n; ++t) {
+      float d[kNR], o[kNR];
+      run_staged<LK, KDA, false>(st, t, kl, lg.lrow0, s, d, o);
     }
     store_tile_vk<LK>(c, state_head(c, L.pool, row.write_slot, hv), r0, kl, s);
     cur = nxt;
@@ -948,7 +1010,7 @@ __global__ void __launch_bounds__(128) ring_decode_kernel(const StepArgs a) {
     }
     return;
   }
-  const Stage st(reinterpret_cast<float*>(smem4), c, lg.VT);
+  const Stage st(reinterpret_cast<float*>(smem4), c, lg.VT, kTC);
   const int L = a.ring_L, m = a.write_pos[at.r];
   constexpr int NG = KDA ? kEK : 1;
   float s[kNR][kEK];
@@ -956,15 +1018,11 @@ __global__ void __launch_bounds__(128) ring_decode_kernel(const StepArgs a) {
   load_tile<LK>(c, head, r0, kl, s);
   const long long tok = row.token_offset;
   if (lg.warp == 0) {
-    TokenSrc src;
-    src.k = a.k, src.k_off = (tok * c.H + h) * c.K;
-    src.q = a.q, src.q_off = src.k_off;
-    src.v = a.v, src.v_off = (tok * c.HV + hv) * c.V;
-    src.a = a.a, src.a_off = (tok * c.HV + hv) * c.a_width;
-    src.b = a.b, src.b_off = tok * c.HV + hv;
-    prep_token<LK, KDA>(c, src, true, __ldg(a.A_log + hv), a.dt_bias + static_cast<long long>(hv) * c.a_width, st, 0);
+    TokRaw<LK, KDA> raw;
+    load_token<LK, KDA>(c, input_src(a, tok, h, hv), true, a.dt_bias + static_cast<long long>(hv) * c.a_width,
+                        lg.tile_base, lg.VT, raw);
+    finish_token<LK, KDA>(c, raw, true, __ldg(a.A_log + hv), st, 0);
   }
-  stage_v(c, a.v, (tok * c.HV + hv) * c.V, lg.tile_base, st, 0);
   const long long rec0 = (static_cast<long long>(row.slot) * c.HV + hv) * L;  // u / g record base (no width)
   const long long krec0 = (static_cast<long long>(row.slot) * c.H + h) * L;
   auto g_rec = [&](int r, int j) {
@@ -1060,23 +1118,32 @@ int dispatch(const StepArgs& a, unsigned grid, void* stream) {
   return static_cast<int>(cudaGetLastError());
 }
 
-// Persistent launch: stage + one state tile (W*32 threads * 32 chunks of 16 or 8 bytes) of dynamic shared
-// memory, grid = min(items, resident CTAs per SM * SMs).
+// Persistent launch: stage of max_T tokens + one state tile (W*32 threads * 32 chunks of 16 or 8 bytes) of
+// dynamic shared memory, grid = min(items, resident CTAs per SM * SMs). Returns kNoFit, launching nothing,
+// when fewer than two CTAs would be resident per SM (a long token window): the caller then uses the
+// per-tile kernels, which stage the window in chunks (same arithmetic).
+constexpr int kNoFit = -1;
 template <class KernelT>
 int launch_persistent(KernelT kernel, const StepArgs& a, long long items, void* stream) {
   if (items == 0) return 0;
   const int threads = 32 * a.c.warps;
   const int VT = a.c.warps * kNR * (32 / a.c.LK);
-  const std::size_t stage = ((sizeof(float) * kTC * (2 * a.c.K + 2 * a.c.a_width + 1 + VT) + 15) / 16) * 16;
+  const std::size_t stage =
+      ((sizeof(float) * static_cast<std::size_t>(a.max_T) * (2 * a.c.K + 2 * a.c.a_width + 1 + VT) + 15) / 16) * 16;
   const std::size_t smem = stage + static_cast<std::size_t>(threads) * kNR * 4 * (a.c.state_bf16 ? 8 : 16);
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-  if (e != cudaSuccess) return static_cast<int>(e);
-  int per_sm = 0, dev = 0, sms = 0;
-  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem)) != cudaSuccess)
-    return static_cast<int>(e);
+  int dev = 0, sms = 0, optin = 0, per_sm = 0;
+  cudaError_t e;
   if ((e = cudaGetDevice(&dev)) != cudaSuccess) return static_cast<int>(e);
   if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return static_cast<int>(e);
-  if (per_sm < 1) return static_cast<int>(cudaErrorInvalidConfiguration);
+  if ((e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess)
+    return static_cast<int>(e);
+  if (smem > static_cast<std::size_t>(optin)) return kNoFit;
+  if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem))) !=
+      cudaSuccess)
+    return static_cast<int>(e);
+  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem)) != cudaSuccess)
+    return static_cast<int>(e);
+  if (per_sm < 2) return kNoFit;
   const long long resident = static_cast<long long>(per_sm) * sms;
   const unsigned grid = static_cast<unsigned>(items < resident ? items : resident);
   kernel<<<grid, threads, smem, static_cast<cudaStream_t>(stream)>>>(a);
@@ -1121,13 +1188,19 @@ struct CommitPipeSel {
 
 int launch_verify(const StepArgs& a, void* stream) {
   const long long items = static_cast<long long>(a.num_rows) * a.c.HV * a.c.tiles;
-  if (a.persistent) return dispatch_persistent<VerifyPipeSel>(a, items, stream);
+  if (a.persistent) {
+    const int rc = dispatch_persistent<VerifyPipeSel>(a, items, stream);
+    if (rc != kNoFit) return rc;
+  }
   return dispatch<VerifySel>(a, static_cast<unsigned>(items), stream);
 }
 
 int launch_commit_replay(const StepArgs& a, void* stream) {
   const long long items = static_cast<long long>(a.num_layers) * a.num_rows * a.c.HV * a.c.tiles;
-  if (a.persistent) return dispatch_persistent<CommitPipeSel>(a, items, stream);
+  if (a.persistent) {
+    const int rc = dispatch_persistent<CommitPipeSel>(a, items, stream);
+    if (rc != kNoFit) return rc;
+  }
   return dispatch<CommitSel>(a, static_cast<unsigned>(items), stream);
 }
 

@@ -5,6 +5,9 @@
 
 #include "campaign.hpp"
 #include "commands.hpp"
+#ifdef REPLAYSSM_HAS_CUDA
+#include "replayssm/cuda/bench.hpp"
+#endif
 
 namespace replayssm::cli {
 
@@ -41,10 +44,43 @@ void register_bench_fuzz(CLI::App& bench) {
   });
 }
 
+#ifdef REPLAYSSM_HAS_CUDA
+// `replayssm bench kernels`: the GPU kernel benchmark (replayssm/cuda/bench.hpp, the same code as the
+// replayssm_bench executable). Without a usable CUDA device it prints why and exits with status 2.
+void register_bench_kernels(CLI::App& bench) {
+  auto* c = bench.add_subcommand(
+      "kernels", "GPU: ReplaySSM step vs full-state step, against the device's measured copy bandwidth");
+  auto o = std::make_shared<cuda::BenchOptions>();
+  auto accept = std::make_shared<std::string>("all");
+  auto schedule = std::make_shared<std::string>("auto");
+  c->add_option("--preset", o->preset, "Model preset")->capture_default_str();
+  c->add_option("--batches", o->batches, "Batch sizes (comma-separated)")->delimiter(',')->capture_default_str();
+  c->add_option("--T", o->Ts, "Draft window lengths T (comma-separated)")->delimiter(',')->capture_default_str();
+  c->add_option("--accept", *accept, "Accepted tokens n per row, or 'all' (n = T)")->capture_default_str();
+  c->add_option("--repeats", o->repeats, "Timed rounds per unit (medians reported)")->capture_default_str();
+  c->add_option("--schedule", *schedule, "Verify / commit schedule")
+      ->check(CLI::IsMember({"auto", "per-tile", "persistent"}))
+      ->capture_default_str();
+  c->add_option("--csv", o->csv, "Write the rows as CSV");
+  c->add_option("--md", o->md, "Write the markdown table");
+  c->callback([o, accept, schedule] {
+    cuda::BenchOptions opts = *o;
+    // The flags the replayssm_bench executable shares, parsed by the same function.
+    const cuda::BenchOptions parsed = cuda::parse_bench_args({"--accept", *accept, "--schedule", *schedule});
+    opts.accept = parsed.accept;
+    opts.schedule = parsed.schedule;
+    exit_code = cuda::run_bench(opts, stdout, stderr);
+  });
+}
+#endif
+
 void register_bench(CLI::App& app) {
   auto* b = app.add_subcommand("bench", "Benchmarks (speed is measured here, never asserted in unit tests)");
   b->require_subcommand(1);
   register_bench_fuzz(*b);
+#ifdef REPLAYSSM_HAS_CUDA
+  register_bench_kernels(*b);
+#endif
 }
 
 }  // namespace replayssm::cli

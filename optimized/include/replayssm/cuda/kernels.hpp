@@ -159,7 +159,9 @@ enum class Schedule : std::uint8_t {
   Auto,        // Persistent for the [V,K] layout, PerTile for [K,V]
   PerTile,     // one CTA per (row, value head, V tile) (per layer for the commit): load, compute, store
   Persistent,  // about two resident CTAs per SM loop over the tiles; while one tile is computed from
-               // registers, the next tile's state is prefetched into shared memory with cp.async ([V,K] only)
+               // registers, the next tile's state is prefetched into shared memory with cp.async ([V,K] only).
+               // A row's whole token window is staged at once; when that stage (max_T tokens) would leave
+               // fewer than two CTAs per SM, the launch uses PerTile instead
 };
 std::string to_string(Schedule s);
 
