@@ -55,9 +55,12 @@ class CudaTarget : public ref::Target {
   // GPU vs CPU float reference: different reduction trees; F32 storage agrees to ~1e-7 relative (measured,
   // docs/cuda.md), so 2e-5 of the largest magnitude leaves a wide margin over a long command sequence.
   // BF16 storage can round one ulp apart and carry it forward: the storage tolerance (2^-6) applies.
-  Tolerance tolerance(double scale) const override {
-    if (s_.cfg.state_dtype == DType::F32 && s_.cfg.act_dtype == DType::F32 && !s_.cfg.round_beta_to_act)
-      return Tolerance::allclose(2e-5 * std::max(1.0, scale), 0.0);
+  // The bound follows the dtype of what is compared: an F32 state stays within 2e-5 of the largest magnitude
+  // even with BF16 activations (inputs are exact bf16 values, arithmetic is fp32); BF16 storage, BF16
+  // outputs and bf16-rounded beta (a discontinuous function) get the storage tolerance.
+  Tolerance tolerance(double scale, bool state) const override {
+    const DType stored = state ? s_.cfg.state_dtype : s_.cfg.act_dtype;
+    if (stored == DType::F32 && !s_.cfg.round_beta_to_act) return Tolerance::allclose(2e-5 * std::max(1.0, scale), 0.0);
     return ref::storage_tolerance(scale);
   }
 
@@ -139,7 +142,7 @@ class CudaTarget : public ref::Target {
       up(q, in.q), up(k, in.k), up(v, in.v), up(a, in.a), up(b, in.b);
       const std::size_t o_elems = static_cast<std::size_t>(total) * cfg.HV * cfg.V;
       cuda::DeviceBuffer o(o_elems * asz + 16);
-      o.fill_bytes(0);
+      o.fill_bytes(0xff);  // NaN in F32 and BF16: PAD rows must really be written with zeros
       const cuda::TokenInputs ti{q.get(), k.get(), v.get(), a.get(), b.get()};
       if (total > 0) {
         if (replay_) cuda::verify_replay(*batch_, layer_ptrs(l), ti, o.get());

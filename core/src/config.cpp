@@ -1,6 +1,9 @@
 #include "replayssm/config.hpp"
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
 #include <nlohmann/json.hpp>
 
 #include "replayssm/error.hpp"
@@ -81,12 +84,34 @@ nlohmann::json to_json(const ModelConfig& c) {
 ModelConfig config_from_json(const nlohmann::json& j) {
   require(j.is_object(), "config", "must be a JSON object");
   ModelConfig c;
+  static const char* const kKeys[] = {"name", "op", "H", "HV", "K", "V", "num_layers", "l2norm", "l2_eps", "q_scale",
+                                      "round_beta_to_act", "kda_gate", "lower_bound", "act_dtype", "state_dtype",
+                                      "layout"};
+  for (const auto& [key, value] : j.items()) {
+    bool known = false;
+    for (const char* k : kKeys) known = known || key == k;
+    require(known, "config." + key, "unknown configuration key");
+  }
   auto get = [&](const char* key, auto& dst) {
     if (!j.contains(key)) return;
-    try {
-      j.at(key).get_to(dst);
-    } catch (const nlohmann::json::exception& e) {
-      fail(std::string("config.") + key, "wrong JSON type: ", e.what());
+    const auto& v = j.at(key);
+    using T = std::decay_t<decltype(dst)>;
+    const std::string field = std::string("config.") + key;
+    // No silent conversions: integers must be JSON integers in range, booleans booleans, numbers numbers.
+    if constexpr (std::is_same_v<T, int>) {
+      require(v.is_number_integer(), field, "must be an integer, got ", v.dump());
+      const auto x = v.get<std::int64_t>();
+      require(x >= std::numeric_limits<int>::min() && x <= std::numeric_limits<int>::max(), field, "is out of range");
+      dst = static_cast<int>(x);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      require(v.is_boolean(), field, "must be true or false, got ", v.dump());
+      dst = v.get<bool>();
+    } else if constexpr (std::is_floating_point_v<T>) {
+      require(v.is_number(), field, "must be a number, got ", v.dump());
+      dst = v.get<T>();
+    } else {
+      require(v.is_string(), field, "must be a string, got ", v.dump());
+      dst = v.get<std::string>();
     }
   };
   std::string s;

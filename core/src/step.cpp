@@ -41,6 +41,13 @@ void validate_batch(const std::vector<BatchRow>& rows, const PoolGeometry& pool,
             total_tokens, ")");
     windows.emplace_back(r.token_offset, r.token_offset + r.T);
   }
+  // One commit reads and writes all rows at once: no row may write a slot another row reads.
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const BatchRow& r = rows[i];
+    if (r.slot == kPadSlot || r.write_slot == kPadSlot || r.write_slot == r.slot) continue;
+    require(!read_slots.count(r.write_slot), "rows[" + std::to_string(i) + "].write_slot", "slot ", r.write_slot,
+            " is read by another row of the same step");
+  }
   std::sort(windows.begin(), windows.end());
   for (std::size_t i = 1; i < windows.size(); ++i)
     require(windows[i].first >= windows[i - 1].second, "rows.token_offset", "token windows [",

@@ -55,4 +55,16 @@ TEST(Config, JsonRoundTripAndFieldNamedErrors) {
     EXPECT_EQ(e.field(), "config.layout");
   }
   EXPECT_THROW(preset("qwen4"), Error);
+  // No silent conversions: a fractional or huge integer, a number for a boolean, an unknown key.
+  for (const auto& [key, bad] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"H", 2.9}, {"HV", 4294967298LL}, {"num_layers", true}, {"round_beta_to_act", 1}, {"round_beta", true}}) {
+    auto jb = to_json(preset("tiny-gdn"));
+    jb[key] = bad;
+    try {
+      config_from_json(jb);
+      FAIL() << key << " = " << bad.dump() << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.field(), "config." + key);
+    }
+  }
 }

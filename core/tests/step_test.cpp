@@ -78,3 +78,14 @@ TEST(Step, RingCommitRules) {
   RingCursors w{14, 5, true};
   EXPECT_EQ(ring_commit(w, g, 1).base, 3);
 }
+
+TEST(Step, WriteSlotReadByAnotherRowIsRejected) {
+  const auto cfg = preset("tiny-gdn");
+  PoolGeometry pool{1, 8, 0};
+  // Row 0 commits into slot 1 while row 1 reads slot 1 (and commits into slot 0, which row 0 reads).
+  std::vector<BatchRow> rows{{0, 1, 2, 0, 1}, {1, 0, 2, 2, 1}};
+  EXPECT_EQ(field_of([&] { validate_batch(rows, pool, cfg, 4, 4, true); }), "rows[0].write_slot");
+  rows[1].write_slot = 5;  // out of place into a free slot: fine
+  rows[0].write_slot = 0;
+  EXPECT_NO_THROW(validate_batch(rows, pool, cfg, 4, 4, true));
+}

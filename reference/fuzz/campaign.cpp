@@ -2,6 +2,7 @@
 
 #include <rapidcheck/detail/Configuration.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -55,9 +56,22 @@ void dump(const std::string& path, const FuzzOptions& opt, const ref::EngineSetu
 FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress) {
   opt.cfg.validate();
   require(opt.cases >= 1, "cases", "must be >= 1, got ", opt.cases);
+  require(opt.max_commands >= 1 && opt.max_commands <= 10000, "max-commands", "must be in [1, 10000], got ",
+          opt.max_commands);
+  require(opt.num_slots >= 1 && opt.num_slots <= 4096, "slots", "must be in [1, 4096], got ", opt.num_slots);
+  require(opt.max_T >= 1 && opt.max_T <= 64, "max-T", "must be in [1, 64], got ", opt.max_T);
+  require(opt.ring_record_dtype == DType::F32 || opt.ring_record_dtype == DType::BF16, "ring-dtype",
+          "must be F32 or BF16");
   FuzzReport rep;
   rep.target = opt.target;
   ref::make_target(opt.target);  // unknown target -> Error("target") before anything runs
+  if (opt.fault != ref::Fault::None) {
+    const auto ts = ref::fault_targets(opt.fault);
+    std::string list;
+    for (const auto& t : ts) list += (list.empty() ? "" : ", ") + t;
+    require(std::find(ts.begin(), ts.end(), opt.target) != ts.end(), "fault",
+            "fault '", ref::to_string(opt.fault), "' exists only in target(s) ", list, ", not in '", opt.target, "'");
+  }
   std::vector<ref::Cmd> last_seq;
   std::string last_reason;
   ref::EngineSetup last_setup;

@@ -20,7 +20,7 @@ struct FuzzOptions {
   ModelConfig cfg;                 // model (num_layers already applied)
   std::uint64_t seed = 1;
   int cases = 100;
-  int max_commands = 40;           // RapidCheck max_size: longest command sequence
+  int max_commands = 100;          // RapidCheck max_size: longest command sequence
   int num_slots = 6;
   int max_T = 4;
   ref::Reconstruction recon = ref::Reconstruction::Serial;

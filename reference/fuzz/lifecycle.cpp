@@ -29,9 +29,16 @@ namespace {
 
 using Base = rc::state::Command<LifecycleModel, LifecycleSut>;
 
+// Uniform draws in [lo, hi) at every RapidCheck size: the campaign's size only bounds the sequence length
+// (--max-commands), never the window lengths, accepted counts or slot choices.
+template <class T>
+rc::Gen<T> uniform(T lo, T hi) {
+  return rc::gen::resize(100, rc::gen::inRange<T>(lo, hi));
+}
+
 std::int32_t pick(const std::vector<std::int32_t>& v) {
   RC_PRE(!v.empty());
-  return v[static_cast<std::size_t>(*rc::gen::inRange<std::size_t>(0, v.size()))];
+  return v[static_cast<std::size_t>(*uniform<std::size_t>(0, v.size()))];
 }
 bool contains(const std::vector<std::int32_t>& v, std::int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
@@ -49,8 +56,8 @@ struct Admit : Base {
     c.kind = Cmd::Kind::Admit;
     c.req = m.next_id;
     c.slot = pick(m.free_slots());
-    c.prompt = *rc::gen::inRange(1, 13);
-    c.seed = *rc::gen::arbitrary<std::uint64_t>();
+    c.prompt = *uniform<int>(1, 13);
+    c.seed = *rc::gen::resize(100, rc::gen::arbitrary<std::uint64_t>());
   }
   void checkPreconditions(const LifecycleModel& m) const override {
     RC_PRE(!m.reqs.count(c.req) && contains(m.free_slots(), c.slot));
@@ -71,20 +78,20 @@ struct Step : Base {
     // Random subset in random order (row order is independent of slot order and of request age).
     std::vector<std::pair<std::uint32_t, std::int32_t>> keyed;
     for (auto id : running)
-      if (*rc::gen::inRange(0, 4) != 0) keyed.emplace_back(*rc::gen::arbitrary<std::uint32_t>(), id);
+      if (*uniform<int>(0, 4) != 0) keyed.emplace_back(*rc::gen::resize(100, rc::gen::arbitrary<std::uint32_t>()), id);
     std::sort(keyed.begin(), keyed.end());
     for (const auto& [k, id] : keyed) {
       RowSpec r;
       r.req = id;
-      r.T = *rc::gen::inRange(1, m.max_T + 1);
+      r.T = *uniform<int>(1, m.max_T + 1);
       // Accepted lengths: the edges 0 and T are where engines break, so they get extra weight.
-      r.accepted = *rc::gen::oneOf(rc::gen::just(0), rc::gen::just(r.T), rc::gen::inRange(0, r.T + 1));
-      if (r.accepted > 0 && *rc::gen::inRange(0, 8) == 0) r.stop_at = *rc::gen::inRange(1, r.accepted + 1);
-      r.seed = *rc::gen::arbitrary<std::uint64_t>();
+      r.accepted = *rc::gen::oneOf(rc::gen::just(0), rc::gen::just(r.T), uniform<int>(0, r.T + 1));
+      if (r.accepted > 0 && *uniform<int>(0, 8) == 0) r.stop_at = *uniform<int>(1, r.accepted + 1);
+      r.seed = *rc::gen::resize(100, rc::gen::arbitrary<std::uint64_t>());
       c.rows.push_back(r);
     }
-    const int pads = *rc::gen::inRange(0, 3);
-    for (int i = 0; i < pads; ++i) c.pad_at.push_back(*rc::gen::inRange(0, static_cast<int>(c.rows.size()) + 1));
+    const int pads = *uniform<int>(0, 3);
+    for (int i = 0; i < pads; ++i) c.pad_at.push_back(*uniform<int>(0, static_cast<int>(c.rows.size()) + 1));
     RC_PRE(!c.rows.empty() || !c.pad_at.empty());  // an all-padding batch is a case; an empty one is not
   }
   void checkPreconditions(const LifecycleModel& m) const override {
@@ -138,8 +145,8 @@ struct Continue : Base {
     c.kind = Cmd::Kind::Continue;
     c.req = pick(m.with_status(Status::Finished));
     c.slot = pick(m.free_slots());
-    c.prompt = *rc::gen::inRange(1, 7);
-    c.seed = *rc::gen::arbitrary<std::uint64_t>();
+    c.prompt = *uniform<int>(1, 7);
+    c.seed = *rc::gen::resize(100, rc::gen::arbitrary<std::uint64_t>());
   }
   void checkPreconditions(const LifecycleModel& m) const override {
     RC_PRE(m.reqs.count(c.req) && m.reqs.at(c.req).status == Status::Finished && contains(m.free_slots(), c.slot));

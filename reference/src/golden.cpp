@@ -347,10 +347,33 @@ FixtureCheck check_fixture_file(const std::string& path) {
       got = run_golden_op(f.op, f.config, f.tensors);
     }
     r.ok = true;
+    // Every output the operation produces must be in the fixture: a fixture without expectations proves
+    // nothing and is a failure, not a pass.
+    for (const auto& [name, t] : got)
+      if (!f.tensors.count(name)) {
+        TensorCheck tc{name, Tolerance::exact(), {}};
+        tc.report.ok = false;
+        tc.report.message = "FAIL the fixture has no expected tensor '" + name + "' (the operation produces it)";
+        r.ok = false;
+        r.tensors.push_back(tc);
+      }
     for (const auto& name : f.tensor_names("out.")) {
       const auto it = got.find(name);
       TensorCheck tc{name, f.tolerance_for(name), {}};
-      if (it == got.end()) {
+      const Tolerance& tol = tc.tolerance;
+      // A tolerance looser than any claim this project makes would let anything pass.
+      const bool too_loose = (tol.kind == Tolerance::Kind::AllClose && (tol.atol > 0.1 || tol.rtol > 0.1)) ||
+                             (tol.kind == Tolerance::Kind::RelRms && tol.ratio > 0.05);
+      bool non_finite = false;
+      if (is_float(f.tensors.at(name).dtype))
+        for (double x : f.tensors.at(name).to_f64()) non_finite = non_finite || !std::isfinite(x);
+      if (too_loose) {
+        tc.report.ok = false;
+        tc.report.message = "FAIL tolerance " + tol.str() + " is too loose to check anything (limits: allclose atol, rtol <= 0.1; rel_rms <= 0.05)";
+      } else if (non_finite) {
+        tc.report.ok = false;
+        tc.report.message = "FAIL the expected tensor holds NaN or Inf";
+      } else if (it == got.end()) {
         tc.report.ok = false;
         tc.report.message = "FAIL the reference produced no tensor '" + name + "'";
       } else {

@@ -155,3 +155,22 @@ TEST(GoldenMatrix, UnknownMatrixNamesTheField) {
     EXPECT_EQ(e.field(), "matrix");
   }
 }
+
+TEST(Golden, FixtureWithoutExpectationsOrWithALooseToleranceFails) {
+  const auto dir = temp_dir("golden-empty");
+  const auto paths = ref::write_golden_set(preset("tiny-gdn"), 5, dir.string());
+  for (const auto& p : paths) {
+    if (p.find("__recurrent__") == std::string::npos) continue;
+    Fixture f = load_fixture(p);
+    Fixture no_state = f;
+    no_state.tensors.erase("out.state");
+    no_state.tolerance.erase("out.state");
+    save_fixture(p, no_state);
+    EXPECT_FALSE(ref::check_fixture_file(p).ok) << "a missing expected tensor passed";
+    Fixture loose = f;
+    loose.tolerance["out.o"] = Tolerance::allclose(1e300, 0);
+    save_fixture(p, loose);
+    EXPECT_FALSE(ref::check_fixture_file(p).ok) << "an absurd tolerance passed";
+  }
+  std::filesystem::remove_all(dir);
+}

@@ -61,7 +61,7 @@ void register_fixtures(CLI::App& app) {
   gen->add_option("--preset", o->preset, "Model preset (" + [] {
     std::string s;
     for (const auto& n : preset_names()) s += (s.empty() ? "" : ", ") + n;
-    return s;
+    return s + "); the set also holds the MRoPE fixtures (mrope/)";
   }())->capture_default_str();
   gen->add_option("--out", o->out, "Output directory (created if missing)")->required();
   gen->add_option("--matrix", o->matrix, "Write a golden matrix instead of a preset's set (" + [] {

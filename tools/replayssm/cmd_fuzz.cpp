@@ -1,3 +1,5 @@
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -20,8 +22,8 @@ struct FuzzArgs {
   std::string target = "reference";
   std::string preset = "qwen3.5";
   int layers = 2;
-  int cases = 20;
-  int max_commands = 30;
+  int cases = 100;  // the property suite's budget: every catalogue fault is caught at it
+  int max_commands = 100;
   int slots = 6;
   int max_T = 4;
   std::uint64_t seed = 1;
@@ -38,7 +40,10 @@ void add_fuzz_options(CLI::App* c, FuzzArgs& a) {
   c->add_option("--max-commands", a.max_commands, "Longest command sequence")->capture_default_str();
   c->add_option("--slots", a.slots, "State pool slots")->capture_default_str();
   c->add_option("--max-T", a.max_T, "Largest verify window (1 + drafts)")->capture_default_str();
-  c->add_option("--seed", a.seed, "Campaign seed (same seed, same cases)")->capture_default_str();
+  c->add_option("--seed", a.seed,
+                "Campaign seed: same options and seed, same cases (RapidCheck's own 'Using configuration: seed=' "
+                "line is its global default and does not apply to campaigns)")
+      ->capture_default_str();
   c->add_option("--recon", a.recon, "Ring reconstruction: serial or closed_form")->capture_default_str();
   c->add_option("--ring-dtype", a.ring_dtype, "Ring record dtype: F32 or BF16")->capture_default_str();
   c->add_option("--dump-dir", a.dump_dir, "Where a failing case is written")->capture_default_str();
@@ -63,17 +68,30 @@ fuzz::FuzzOptions options_for(const FuzzArgs& a, const std::string& target) {
   return o;
 }
 
-std::vector<std::string> targets_for(const std::string& t) {
-  if (t == "reference") return {"replay", "ring"};
-  return {t};
+// "reference" means both reference designs; with an injected fault, only those in which the fault exists.
+std::vector<std::string> targets_for(const std::string& t, const std::string& fault = "none") {
+  if (t != "reference") return {t};
+  if (fault == "none") return {"replay", "ring"};
+  return ref::fault_targets(ref::parse_fault(fault));
 }
 
-void print_report(const fuzz::FuzzReport& r) {
-  std::printf("%-8s %s  %d cases passed  %.2f s  %.3f cases/s\n", r.target.c_str(), r.failed ? "FAIL" : "ok  ",
-              r.cases_passed, r.seconds, r.cases_per_second);
+// Progress lines only on an interactive terminal (carriage returns make one endless line in CI logs).
+std::ostream* progress_stream() { return ::isatty(2) ? &std::cerr : nullptr; }
+
+void print_report(const fuzz::FuzzReport& r, const FuzzArgs& a) {
+  if (r.failed)
+    std::printf("%-8s FAIL after %d passing cases  %.2f s\n", r.target.c_str(), r.cases_passed, r.seconds);
+  else
+    std::printf("%-8s ok    %d cases passed  %.2f s  %.3f cases/s\n", r.target.c_str(), r.cases_passed, r.seconds,
+                r.cases_per_second);
   if (r.failed) {
-    std::printf("  reason: %s\n  replay: replayssm fuzz --replay %s\n  rerun:  %s\n%s\n", r.reason.c_str(),
-                r.dump_path.c_str(), r.reproduce.c_str(), r.counterexample.c_str());
+    std::printf("  reason: %s\n", r.reason.c_str());
+    if (!r.dump_path.empty()) std::printf("  replay the shrunk case: replayssm fuzz --replay %s\n", r.dump_path.c_str());
+    std::printf("  rerun the campaign:     replayssm fuzz --target %s --preset %s --layers %d --cases %d --max-commands %d "
+                "--slots %d --max-T %d --recon %s --ring-dtype %s --fault %s --seed %llu\n",
+                r.target.c_str(), a.preset.c_str(), a.layers, a.cases, a.max_commands, a.slots, a.max_T, a.recon.c_str(),
+                a.ring_dtype.c_str(), a.fault.c_str(), static_cast<unsigned long long>(a.seed));
+    std::printf("  shrunk counterexample (RapidCheck):\n%s\n", r.counterexample.c_str());
   }
 }
 }  // namespace
@@ -93,15 +111,16 @@ void register_fuzz(CLI::App& app) {
   c->add_option("--json", *json_out, "Write a machine-readable report to this file");
   c->callback([a, replay, json_out] {
     if (!replay->empty()) {
+      std::cout << "replaying " << *replay << " (target, fault, setup and commands as stored in the file)\n";
       const auto why = fuzz::replay_dump(*replay);
       std::cout << (why.empty() ? "case passes now" : "case fails: " + why) << "\n";
       if (!why.empty()) exit_code = 1;
       return;
     }
     auto reports = nlohmann::json::array();
-    for (const auto& t : targets_for(a->target)) {
-      const auto r = fuzz::run_fuzz(options_for(*a, t), &std::cerr);
-      print_report(r);
+    for (const auto& t : targets_for(a->target, a->fault)) {
+      const auto r = fuzz::run_fuzz(options_for(*a, t), progress_stream());
+      print_report(r, *a);
       reports.push_back(r.to_json());
       if (r.failed) exit_code = 1;
     }
@@ -146,9 +165,9 @@ void register_conform(CLI::App& app) {
               << ")\n";
     auto camps = nlohmann::json::array();
     int fz_fail = 0;
-    for (const auto& t : targets_for(a->target)) {
-      const auto r = fuzz::run_fuzz(options_for(*a, t), &std::cerr);
-      print_report(r);
+    for (const auto& t : targets_for(a->target, a->fault)) {
+      const auto r = fuzz::run_fuzz(options_for(*a, t), progress_stream());
+      print_report(r, *a);
       camps.push_back(r.to_json());
       fz_fail += r.failed ? 1 : 0;
     }

@@ -43,7 +43,8 @@ struct PoolGeometry {
 // Validates a batch on the host before anything is computed or launched. Checks: T in [1, max_T] for real
 // rows (0..max_T for padding rows), accepted in [0, T] (when check_accepted), slot and write_slot in
 // [-1, num_slots), no two real rows sharing a slot or a write_slot, token windows inside [0, total_tokens)
-// and not overlapping. Throws Error("rows[i].<field>") naming the first offending field.
+// and not overlapping, and no row writing (write_slot != slot) a slot another row reads (one commit reads and
+// writes every row at once). Throws Error("rows[i].<field>") naming the first offending field.
 void validate_batch(const std::vector<BatchRow>& rows, const PoolGeometry& pool, const ModelConfig& cfg,
                     std::int32_t max_T, std::int64_t total_tokens, bool check_accepted);
 

@@ -92,8 +92,12 @@ class Target {
   virtual std::string name() const = 0;
   // Exact: outputs and committed states must equal the oracle's bit for bit.
   virtual bool bit_exact() const = 0;
-  // Bound used when !bit_exact(); `scale` is max|ref| of the compared tensor.
-  virtual Tolerance tolerance(double scale) const { return storage_tolerance(scale); }
+  // Bound used when !bit_exact(); `scale` is max|ref| of the compared tensor; `state` says whether a
+  // committed state (true) or an output (false) is compared.
+  virtual Tolerance tolerance(double scale, bool state) const {
+    (void)state;
+    return storage_tolerance(scale);
+  }
   virtual void setup(const EngineSetup& s) = 0;
   // A slot is (re)allocated to a request: reset per-slot bookkeeping (ring cursors). Pool data stays.
   virtual void allocate(std::int32_t slot) = 0;
