@@ -42,16 +42,20 @@ std::int32_t pick(const std::vector<std::int32_t>& v) {
 }
 bool contains(const std::vector<std::int32_t>& v, std::int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
-void run_on(const Cmd& c, LifecycleSut& sut) {
-  const std::string err = sut.judge.apply(c);
-  if (!err.empty()) {
-    sut.failure = err;
-    RC_FAIL(err);
-  }
-}
-
-struct Admit : Base {
+// Every command carries a plain Cmd (serialisable, replayable); running it means handing it to the judge.
+struct LifecycleCommand : Base {
   Cmd c;
+  void run(const LifecycleModel&, LifecycleSut& sut) const override {
+    const std::string err = sut.judge.apply(c);
+    if (!err.empty()) {
+      sut.failure = err;
+      RC_FAIL(err);
+    }
+  }
+  void show(std::ostream& os) const override { os << c.str(); }
+};
+
+struct Admit : LifecycleCommand {
   explicit Admit(const LifecycleModel& m) {
     c.kind = Cmd::Kind::Admit;
     c.req = m.next_id;
@@ -66,12 +70,9 @@ struct Admit : Base {
     m.reqs[c.req] = ModelRequest{Status::Running, c.slot, 0, c.prompt, true};
     m.next_id = std::max(m.next_id, c.req + 1);
   }
-  void run(const LifecycleModel&, LifecycleSut& s) const override { run_on(c, s); }
-  void show(std::ostream& os) const override { os << c.str(); }
 };
 
-struct Step : Base {
-  Cmd c;
+struct Step : LifecycleCommand {
   explicit Step(const LifecycleModel& m) {
     c.kind = Cmd::Kind::Step;
     auto running = m.with_status(Status::Running);
@@ -118,12 +119,9 @@ struct Step : Base {
       }
     }
   }
-  void run(const LifecycleModel&, LifecycleSut& s) const override { run_on(c, s); }
-  void show(std::ostream& os) const override { os << c.str(); }
 };
 
-struct Finish : Base {
-  Cmd c;
+struct Finish : LifecycleCommand {
   explicit Finish(const LifecycleModel& m) {
     c.kind = Cmd::Kind::Finish;
     c.req = pick(m.with_status(Status::Running));
@@ -135,12 +133,9 @@ struct Finish : Base {
     m.reqs.at(c.req).status = Status::Finished;
     m.reqs.at(c.req).slot = -1;
   }
-  void run(const LifecycleModel&, LifecycleSut& s) const override { run_on(c, s); }
-  void show(std::ostream& os) const override { os << c.str(); }
 };
 
-struct Continue : Base {
-  Cmd c;
+struct Continue : LifecycleCommand {
   explicit Continue(const LifecycleModel& m) {
     c.kind = Cmd::Kind::Continue;
     c.req = pick(m.with_status(Status::Finished));
@@ -159,12 +154,9 @@ struct Continue : Base {
     q.slot = c.slot;
     q.fresh = true;
   }
-  void run(const LifecycleModel&, LifecycleSut& s) const override { run_on(c, s); }
-  void show(std::ostream& os) const override { os << c.str(); }
 };
 
-struct Copy : Base {
-  Cmd c;
+struct Copy : LifecycleCommand {
   explicit Copy(const LifecycleModel& m) {
     c.kind = Cmd::Kind::Copy;
     std::vector<std::int32_t> src;
@@ -184,12 +176,9 @@ struct Copy : Base {
     m.reqs[c.req2] = q;
     m.next_id = std::max(m.next_id, c.req2 + 1);
   }
-  void run(const LifecycleModel&, LifecycleSut& s) const override { run_on(c, s); }
-  void show(std::ostream& os) const override { os << c.str(); }
 };
 
-struct Preempt : Base {
-  Cmd c;
+struct Preempt : LifecycleCommand {
   explicit Preempt(const LifecycleModel& m) {
     c.kind = Cmd::Kind::Preempt;
     c.req = pick(m.with_status(Status::Running));
@@ -201,12 +190,9 @@ struct Preempt : Base {
     m.reqs.at(c.req).status = Status::Preempted;
     m.reqs.at(c.req).slot = -1;
   }
-  void run(const LifecycleModel&, LifecycleSut& s) const override { run_on(c, s); }
-  void show(std::ostream& os) const override { os << c.str(); }
 };
 
-struct Resume : Base {
-  Cmd c;
+struct Resume : LifecycleCommand {
   explicit Resume(const LifecycleModel& m) {
     c.kind = Cmd::Kind::Resume;
     c.req = pick(m.with_status(Status::Preempted));
@@ -223,8 +209,6 @@ struct Resume : Base {
     q.slot = c.slot;
     q.fresh = true;
   }
-  void run(const LifecycleModel&, LifecycleSut& s) const override { run_on(c, s); }
-  void show(std::ostream& os) const override { os << c.str(); }
 };
 
 }  // namespace
