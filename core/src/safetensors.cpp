@@ -43,6 +43,25 @@ void append_le64(std::vector<std::uint8_t>& out, std::uint64_t v) {
 // Parses the header text, refusing duplicate keys in any object (nlohmann keeps the last one silently).
 // Errors name the duplicated key: "tensor 'x'", "tensor 'x'.dtype", "__metadata__", "__metadata__.k".
 json parse_header_json(const char* begin, const char* end) {
+  // A valid header nests three levels deep ({tensor: {"shape": [..]}}); refuse anything past 8 before
+  // parsing, so a crafted header cannot exhaust memory or the stack.
+  {
+    int depth = 0;
+    bool in_string = false, escaped = false;
+    for (const char* p = begin; p != end; ++p) {
+      if (in_string) {
+        if (escaped) escaped = false;
+        else if (*p == '\\') escaped = true;
+        else if (*p == '"') in_string = false;
+      } else if (*p == '"') {
+        in_string = true;
+      } else if (*p == '{' || *p == '[') {
+        if (++depth > 8) fail("header", "JSON nesting deeper than 8 levels");
+      } else if (*p == '}' || *p == ']') {
+        --depth;
+      }
+    }
+  }
   struct Frame {
     bool is_object;
     std::string field;  // field name of this object/array, for messages

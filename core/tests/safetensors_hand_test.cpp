@@ -236,3 +236,19 @@ TEST(SafetensorsHand, WriterRefusesInvalidInput) {
   f.metadata["k"] = "\xc3";
   EXPECT_EQ(error_of([&] { serialize_safetensors(f); }).field, "__metadata__.k");
 }
+
+TEST(SafetensorsHand, DeeplyNestedHeaderIsRefusedBeforeParsing) {
+  std::string shape(5000, '[');
+  shape += std::string(5000, ']');
+  const std::string header = "{\"x\":{\"dtype\":\"F32\",\"shape\":" + shape + ",\"data_offsets\":[0,0]}}";
+  std::vector<std::uint8_t> bytes(8);
+  const std::uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) bytes[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(n >> (8 * i));
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  try {
+    replayssm::parse_safetensors(bytes, "deep");
+    FAIL() << "a 5000-deep header was accepted";
+  } catch (const replayssm::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nesting"), std::string::npos) << e.what();
+  }
+}
