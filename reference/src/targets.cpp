@@ -51,12 +51,15 @@ std::vector<std::vector<float>> zero_outputs(const ModelConfig& cfg, const std::
   return out;
 }
 
-// Prefill of one row: from zero (fresh) or from `start`, all tokens committed, state rounded once.
-std::vector<float> prefill_state(const ModelConfig& cfg, const LayerParams& p, const SequenceInputs& in,
-                                 std::vector<float> start, std::vector<float>& o) {
-  run_recurrent<float>(cfg, p, in, start, o, nullptr, RecurrentOptions{false, true});
-  round_to_state_dtype(cfg, start);
-  return start;
+// Prefill of one row: from a zero state (fresh: whatever the slot holds is ignored) or from current(), all
+// tokens committed, the state rounded once to the state dtype.
+template <class Current>
+std::vector<float> prefill_state(const ModelConfig& cfg, const LayerParams& p, const SequenceInputs& in, bool fresh,
+                                 Current&& current, std::vector<float>& o) {
+  std::vector<float> S = fresh ? std::vector<float>(static_cast<std::size_t>(cfg.state_elems()), 0.0f) : current();
+  run_recurrent<float>(cfg, p, in, S, o, nullptr, RecurrentOptions{false, true});
+  round_to_state_dtype(cfg, S);
+  return S;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -82,9 +85,7 @@ class FullStateTarget : public Target {
         const auto& p = s_.params[static_cast<std::size_t>(l)];
         if (r.kind == RowKind::Prefill) {
           std::vector<float> o;
-          const auto start = r.fresh ? std::vector<float>(static_cast<std::size_t>(cfg.state_elems()), 0.0f)
-                                     : pools_.get(l, r.row.slot);
-          pools_.put(l, r.row.slot, prefill_state(cfg, p, in, start, o));
+          pools_.put(l, r.row.slot, prefill_state(cfg, p, in, r.fresh, [&] { return pools_.get(l, r.row.slot); }, o));
           write_outputs(cfg, out[static_cast<std::size_t>(l)], r.row, o);
         } else {
           auto v = full_state_verify(cfg, p, in, pools_.get(l, r.row.slot), StateRounding::AtCommit);
@@ -216,9 +217,7 @@ class ReplayTarget : public Target {
         const auto& p = s_.params[static_cast<std::size_t>(l)];
         std::vector<float> o;
         if (r.kind == RowKind::Prefill) {
-          const auto start = r.fresh ? std::vector<float>(static_cast<std::size_t>(cfg.state_elems()), 0.0f)
-                                     : pools_.get(l, slot);
-          pools_.put(l, slot, prefill_state(cfg, p, in, start, o));
+          pools_.put(l, slot, prefill_state(cfg, p, in, r.fresh, [&] { return pools_.get(l, slot); }, o));
         } else {
           auto rv = replay_verify(cfg, p, in, pools_.get(l, slot));
           o = std::move(rv.o);
@@ -364,9 +363,8 @@ class RingTarget : public Target {
           // Prefill writes the checkpoint directly; the ring is empty here because allocation reset it
           // (cursors are per slot and reset exactly once, when the slot is allocated).
           std::vector<float> o;
-          const auto start = r.fresh ? std::vector<float>(static_cast<std::size_t>(cfg.state_elems()), 0.0f)
-                                     : committed_state(l, r.row.slot);
-          pools_.put(l, r.row.slot, prefill_state(cfg, p, in, start, o));
+          pools_.put(l, r.row.slot,
+                     prefill_state(cfg, p, in, r.fresh, [&] { return committed_state(l, r.row.slot); }, o));
           write_outputs(cfg, out[static_cast<std::size_t>(l)], r.row, o);
           continue;
         }
