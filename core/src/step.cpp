@@ -17,7 +17,7 @@ void validate_batch(const std::vector<BatchRow>& rows, const PoolGeometry& pool,
           ", got ", pool.slot_stride);
   require(max_T >= 1, "max_T", "must be >= 1, got ", max_T);
   std::set<std::int32_t> read_slots, write_slots;
-  std::vector<std::pair<std::int64_t, std::int64_t>> windows;
+  std::vector<std::pair<std::int64_t, std::size_t>> starts;  // (token_offset, row) of every window with T > 0
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const BatchRow& r = rows[i];
     const std::string f = "rows[" + std::to_string(i) + "].";
@@ -31,15 +31,17 @@ void validate_batch(const std::vector<BatchRow>& rows, const PoolGeometry& pool,
     if (check_accepted)
       require(r.accepted >= 0 && r.accepted <= r.T, f + "accepted", "is ", r.accepted, ", outside [0, T=", r.T,
               "]");
+    if (r.T > 0) {
+      require(r.token_offset >= 0 && r.token_offset + static_cast<std::int64_t>(r.T) <= total_tokens,
+              f + "token_offset", "window [", r.token_offset, ", ", r.token_offset + static_cast<std::int64_t>(r.T),
+              ") outside [0, ", total_tokens, ")");
+      starts.emplace_back(r.token_offset, i);
+    }
     if (pad) continue;
     require(read_slots.insert(r.slot).second, f + "slot", "slot ", r.slot, " is used by two rows");
     if (r.write_slot != kPadSlot)
       require(write_slots.insert(r.write_slot).second, f + "write_slot", "slot ", r.write_slot,
               " is written by two rows");
-    require(r.token_offset >= 0 && r.token_offset + static_cast<std::int64_t>(r.T) <= total_tokens,
-            f + "token_offset", "window [", r.token_offset, ", ", r.token_offset + r.T, ") outside [0, ",
-            total_tokens, ")");
-    windows.emplace_back(r.token_offset, r.token_offset + r.T);
   }
   // One commit reads and writes all rows at once: no row may write a slot another row reads.
   for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -48,11 +50,37 @@ void validate_batch(const std::vector<BatchRow>& rows, const PoolGeometry& pool,
     require(!read_slots.count(r.write_slot), "rows[" + std::to_string(i) + "].write_slot", "slot ", r.write_slot,
             " is read by another row of the same step");
   }
-  std::sort(windows.begin(), windows.end());
-  for (std::size_t i = 1; i < windows.size(); ++i)
-    require(windows[i].first >= windows[i - 1].second, "rows.token_offset", "token windows [",
-            windows[i - 1].first, ", ", windows[i - 1].second, ") and [", windows[i].first, ", ",
-            windows[i].second, ") overlap");
+  std::sort(starts.begin(), starts.end());
+  for (std::size_t j = 1; j < starts.size(); ++j) {
+    const BatchRow& prev = rows[starts[j - 1].second];
+    require(starts[j].first >= prev.token_offset + static_cast<std::int64_t>(prev.T),
+            "rows[" + std::to_string(starts[j].second) + "].token_offset", "window starting at ", starts[j].first,
+            " overlaps the window of rows[", starts[j - 1].second, "] [", prev.token_offset, ", ",
+            prev.token_offset + static_cast<std::int64_t>(prev.T), ")");
+  }
+}
+
+PayloadRowLayout PayloadGeometry::row_layout(const ModelConfig& cfg) {
+  PayloadRowLayout l;
+  l.k = 0;
+  l.v = l.k + static_cast<std::int64_t>(cfg.H) * cfg.K;
+  l.a = l.v + static_cast<std::int64_t>(cfg.HV) * cfg.V;
+  l.b = l.a + static_cast<std::int64_t>(cfg.HV) * cfg.a_width();
+  l.width = l.b + cfg.HV;
+  return l;
+}
+
+PayloadGeometry PayloadGeometry::sized(std::int32_t page_tokens, std::int32_t max_T, std::int32_t rows,
+                                       std::int32_t copies) {
+  require(page_tokens >= 1, "payload.page_tokens", "must be >= 1, got ", page_tokens);
+  require(max_T >= 1, "max_T", "must be >= 1, got ", max_T);
+  require(rows >= 1, "rows", "must be >= 1, got ", rows);
+  require(copies >= 1, "copies", "must be >= 1, got ", copies);
+  PayloadGeometry g;
+  g.page_tokens = page_tokens;
+  g.pages_per_row = (max_T + page_tokens - 1) / page_tokens;
+  g.num_pages = copies * rows * g.pages_per_row;
+  return g;
 }
 
 void PayloadGeometry::validate_page_table(const std::vector<std::int32_t>& page_table, std::int32_t rows) const {
@@ -70,26 +98,26 @@ void PayloadGeometry::validate_page_table(const std::vector<std::int32_t>& page_
   }
 }
 
-std::int32_t RingGeometry::physical() const {
+std::int32_t SpecRingGeometry::physical() const {
   std::int32_t p = 1;
   while (p < logical()) p <<= 1;
   return p;
 }
 
-void RingGeometry::validate() const {
+void SpecRingGeometry::validate() const {
   require(T >= 1, "ring.T", "must be >= 1, got ", T);
   require(B >= T, "ring.B", "history block must be >= T (so that L >= 2T), got B=", B, " T=", T);
 }
 
-RingCursors ring_reset(const RingGeometry& g) {
+SpecRingCursors spec_ring_reset(const SpecRingGeometry& g) {
   g.validate();
-  return RingCursors{0, 0, 2 * g.T > g.logical()};
+  return SpecRingCursors{0, 0, 2 * g.T > g.logical()};
 }
 
-RingCursors ring_commit(const RingCursors& c, const RingGeometry& g, std::int32_t accepted) {
+SpecRingCursors spec_ring_commit(const SpecRingCursors& c, const SpecRingGeometry& g, std::int32_t accepted) {
   g.validate();
   require(accepted >= 0 && accepted <= g.T, "accepted", "is ", accepted, ", outside [0, T=", g.T, "]");
-  RingCursors n = c;
+  SpecRingCursors n = c;
   if (c.is_flush && accepted > 0) {
     n.base = (c.base + c.write_pos) & (g.physical() - 1);
     n.write_pos = accepted;

@@ -145,7 +145,7 @@ std::string replay_dump(const std::string& path) {
   s.num_slots = sj.at("num_slots").get<std::int32_t>();
   s.slot_stride = sj.at("slot_stride").get<std::int64_t>();
   s.max_T = sj.at("max_T").get<std::int32_t>();
-  s.ring = RingGeometry{sj.at("ring_B").get<std::int32_t>(), sj.at("ring_T").get<std::int32_t>()};
+  s.ring = SpecRingGeometry{sj.at("ring_B").get<std::int32_t>(), sj.at("ring_T").get<std::int32_t>()};
   s.recon = sj.at("recon").get<std::string>() == "serial" ? ref::Reconstruction::Serial
                                                           : ref::Reconstruction::ClosedForm;
   s.ring_record_dtype = parse_dtype(sj.at("ring_record_dtype").get<std::string>());

@@ -98,7 +98,7 @@ EngineSetup make_setup(const ModelConfig& cfg, std::uint64_t seed, std::int32_t 
   s.num_slots = num_slots;
   s.slot_stride = cfg.state_elems() + 4;  // a gap after every slot that nothing may write (kernels: stride % 4 == 0)
   s.max_T = max_T;
-  s.ring = RingGeometry{max_T + 2, max_T};
+  s.ring = SpecRingGeometry{max_T + 2, max_T};
   s.page_tokens = std::max(1, (max_T + 1) / 2);
   s.poison = std::numeric_limits<float>::quiet_NaN();
   s.validate();

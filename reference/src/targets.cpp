@@ -339,13 +339,13 @@ class RingTarget : public Target {
     require(s_.ring.T >= s_.max_T, "ring.T", "must be >= max_T (", s_.max_T, "), got ", s_.ring.T);
     pools_.init(s);
     P_ = s_.ring.physical();
-    cursors_.assign(static_cast<std::size_t>(s.num_slots), ring_reset(s_.ring));
+    cursors_.assign(static_cast<std::size_t>(s.num_slots), spec_ring_reset(s_.ring));
     records_.assign(static_cast<std::size_t>(s.num_slots),
                     std::vector<std::vector<Record>>(static_cast<std::size_t>(s.cfg.num_layers),
                                                      std::vector<Record>(static_cast<std::size_t>(P_))));
   }
   void allocate(std::int32_t slot) override {
-    if (fault_ != Fault::StaleCursorOnSlotReuse) cursors_.at(static_cast<std::size_t>(slot)) = ring_reset(s_.ring);
+    if (fault_ != Fault::StaleCursorOnSlotReuse) cursors_.at(static_cast<std::size_t>(slot)) = spec_ring_reset(s_.ring);
   }
 
   std::vector<std::vector<float>> step(const std::vector<TargetRow>& rows,
@@ -355,7 +355,7 @@ class RingTarget : public Target {
     for (const auto& r : rows) {
       if (r.row.slot == kPadSlot) continue;
       const auto slot = static_cast<std::size_t>(r.row.slot);
-      const RingCursors cur = cursors_[slot];
+      const SpecRingCursors cur = cursors_[slot];
       for (std::int32_t l = 0; l < cfg.num_layers; ++l) {
         const auto in = row_inputs(cfg, inputs[static_cast<std::size_t>(l)], r.row);
         const auto& p = s_.params[static_cast<std::size_t>(l)];
@@ -404,7 +404,7 @@ class RingTarget : public Target {
       if (r.row.slot == kPadSlot || r.kind != RowKind::Verify) continue;
       auto& cur = cursors_[static_cast<std::size_t>(r.row.slot)];
       const bool flushed = cur.is_flush;
-      cur = ring_commit(cur, s_.ring, r.row.accepted);
+      cur = spec_ring_commit(cur, s_.ring, r.row.accepted);
       if (fault_ == Fault::DoubleCursorAdvance && !flushed) {
         cur.write_pos += r.row.accepted;
         cur.is_flush = cur.write_pos + 2 * s_.ring.T > s_.ring.logical();
@@ -414,7 +414,7 @@ class RingTarget : public Target {
   void copy_slot(std::int32_t src, std::int32_t dst) override {
     for (std::int32_t l = 0; l < s_.cfg.num_layers; ++l) pools_.put(l, dst, pools_.get(l, src));
     if (fault_ == Fault::CopyDropsRingRecords) {
-      cursors_[static_cast<std::size_t>(dst)] = ring_reset(s_.ring);
+      cursors_[static_cast<std::size_t>(dst)] = spec_ring_reset(s_.ring);
       return;
     }
     // A copy of an un-flushed source carries its live records and cursors with it.
@@ -440,7 +440,7 @@ class RingTarget : public Target {
   EngineSetup s_;
   Pools pools_;
   std::int32_t P_ = 1;
-  std::vector<RingCursors> cursors_;                       // per slot (shared by all layers)
+  std::vector<SpecRingCursors> cursors_;                       // per slot (shared by all layers)
   std::vector<std::vector<std::vector<Record>>> records_;  // [slot][layer][physical position]
 };
 

@@ -7,7 +7,7 @@
 //   full_state — the oracle: verify stores S_1..S_T, commit copies S_n (StateRounding::AtCommit);
 //   replay     — ReplaySSM design 1: verify captures raw (k, v, a, b) into a paged payload, commit replays n;
 //   ring       — ReplaySSM design 2: checkpoint + per-slot ring of (u, k, g) records with base / write_pos /
-//                is_flush cursors (RingGeometry, ring_commit); history is folded on flush steps;
+//                is_flush cursors (SpecRingGeometry, spec_ring_commit); history is folded on flush steps;
 //   cuda       — the GPU kernels (optimized/), registered by the CUDA build when present.
 // Every target can carry one injected Fault (kept out of every production path: faults exist only inside
 // these test targets and the engine's bookkeeping hook) so the property suite can prove it has teeth.
@@ -59,7 +59,7 @@ struct EngineSetup {
   std::int32_t num_slots = 8;
   std::int64_t slot_stride = 0;     // 0 = HV*K*V; larger leaves a gap that must never be written
   std::int32_t max_T = 6;           // verify window limit (1 + max drafts)
-  RingGeometry ring{6, 6};          // spec ring of the ring target (B >= max_T, T = max_T)
+  SpecRingGeometry ring{6, 6};          // spec ring of the ring target (B >= max_T, T = max_T)
   Reconstruction recon = Reconstruction::Serial;
   DType ring_record_dtype = DType::F32;
   std::int32_t page_tokens = 4;     // raw payload page size (rows)
