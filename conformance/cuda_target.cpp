@@ -8,7 +8,8 @@
 
 #include "replayssm/cuda/kernels.hpp"
 #include "replayssm/error.hpp"
-#include "replayssm/reference/engine.hpp"
+#include "replayssm/tensor.hpp"
+#include "replayssm/reference/target.hpp"
 
 namespace replayssm::conformance {
 
@@ -18,31 +19,16 @@ using ref::RowKind;
 using ref::SequenceInputs;
 using ref::TargetRow;
 
-// Host <-> device element conversion for F32 / BF16 tensors.
+// Host values <-> device bytes of an F32 or BF16 tensor (core's Tensor does the rounding and widening).
 std::vector<std::uint8_t> encode(DType t, const std::vector<float>& x) {
-  std::vector<std::uint8_t> out(x.size() * dtype_size(t));
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    if (t == DType::F32) {
-      std::memcpy(out.data() + 4 * i, &x[i], 4);
-    } else {
-      const std::uint16_t h = bf16_bits_from_f32(x[i]);
-      std::memcpy(out.data() + 2 * i, &h, 2);
-    }
-  }
-  return out;
+  return Tensor::from_f32(t, {static_cast<std::int64_t>(x.size())}, x).data;
 }
 std::vector<float> decode(DType t, const std::vector<std::uint8_t>& b) {
-  std::vector<float> out(b.size() / dtype_size(t));
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    if (t == DType::F32) {
-      std::memcpy(&out[i], b.data() + 4 * i, 4);
-    } else {
-      std::uint16_t h;
-      std::memcpy(&h, b.data() + 2 * i, 2);
-      out[i] = f32_from_bf16_bits(h);
-    }
-  }
-  return out;
+  Tensor x;
+  x.dtype = t;
+  x.shape = {static_cast<std::int64_t>(b.size() / dtype_size(t))};
+  x.data = b;
+  return x.to_f32();
 }
 
 class CudaTarget : public ref::Target {
@@ -70,12 +56,10 @@ class CudaTarget : public ref::Target {
     s_ = s;
     cuda::check_supported(s.cfg);
     const auto& cfg = s.cfg;
-    stride_ = s.slot_stride ? s.slot_stride : cfg.state_elems();
-    pool_geo_ = PoolGeometry{cfg.num_layers, s.num_slots, stride_};
-    max_rows_ = s.num_slots + 8;  // real rows plus PAD rows
-    payload_.page_tokens = s.page_tokens;
-    payload_.pages_per_row = (s.max_T + s.page_tokens - 1) / s.page_tokens;
-    payload_.num_pages = 2 * max_rows_ * payload_.pages_per_row;
+    pool_geo_ = s.pool_geometry();
+    stride_ = pool_geo_.stride(cfg);
+    max_rows_ = s.max_rows();
+    payload_ = s.payload_geometry();
     batch_ = std::make_unique<cuda::DeviceBatch>(cfg, pool_geo_, payload_, s.max_T, max_rows_);
     const std::size_t ssz = dtype_size(cfg.state_dtype);
     pools_.clear();

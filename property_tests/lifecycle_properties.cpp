@@ -26,6 +26,6 @@ RC_GTEST_PROP(Lifecycle, SerialRingMatchesFullStateBitForBit, ()) {
 RC_GTEST_PROP(Lifecycle, RingVariantsMatchFullStateWithinTolerance, ()) {
   auto setup = *testgen::lifecycle_setup(false);
   setup.recon = *rc::gen::element(ref::Reconstruction::Serial, ref::Reconstruction::ClosedForm);
-  setup.ring_record_dtype = *rc::gen::element(DType::F32, DType::BF16);
+  setup.record_dtype = *rc::gen::element(DType::F32, DType::BF16);
   fuzz::check_lifecycle(setup, "ring", ref::Fault::None);
 }

@@ -27,7 +27,7 @@ namespace {
 ref::EngineSetup setup_for(const FuzzOptions& opt, std::uint64_t case_seed) {
   auto s = ref::make_setup(opt.cfg, case_seed, opt.num_slots, opt.max_T);
   s.recon = opt.recon;
-  s.ring_record_dtype = opt.ring_record_dtype;
+  s.record_dtype = opt.ring_record_dtype;
   return s;
 }
 
@@ -145,10 +145,9 @@ std::string replay_dump(const std::string& path) {
   s.num_slots = sj.at("num_slots").get<std::int32_t>();
   s.slot_stride = sj.at("slot_stride").get<std::int64_t>();
   s.max_T = sj.at("max_T").get<std::int32_t>();
-  s.ring = SpecRingGeometry{sj.at("ring_B").get<std::int32_t>(), sj.at("ring_T").get<std::int32_t>()};
-  s.recon = sj.at("recon").get<std::string>() == "serial" ? ref::Reconstruction::Serial
-                                                          : ref::Reconstruction::ClosedForm;
-  s.ring_record_dtype = parse_dtype(sj.at("ring_record_dtype").get<std::string>());
+  s.spec_ring = SpecRingGeometry{sj.at("ring_B").get<std::int32_t>(), sj.at("ring_T").get<std::int32_t>()};
+  s.recon = ref::parse_reconstruction(sj.at("recon").get<std::string>(), "__metadata__.setup.recon");
+  s.record_dtype = parse_dtype(sj.at("ring_record_dtype").get<std::string>());
   s.page_tokens = sj.at("page_tokens").get<std::int32_t>();
   s.poison = std::numeric_limits<float>::quiet_NaN();
   for (int l = 0; l < s.cfg.num_layers; ++l) {

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "replayssm/reference/engine.hpp"
+#include "replayssm/reference/judge.hpp"
 
 namespace replayssm::fuzz {
 

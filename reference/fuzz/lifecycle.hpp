@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "replayssm/reference/engine.hpp"
+#include "replayssm/reference/judge.hpp"
 
 namespace replayssm::fuzz {
 

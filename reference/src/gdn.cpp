@@ -116,7 +116,7 @@ void l2normalize(const ModelConfig& cfg, const float* x, int n, R mul, R* out) {
 
 template <class R>
 void token_step(const ModelConfig& cfg, const LayerParams& p, const SequenceInputs& in, int t, R* state, R* o_t,
-                TokenRecord<R>* rec) {
+                TokenRecord<R>* rec, const TokenHook* hook) {
   const int K = cfg.K, V = cfg.V;
   const R scale = static_cast<R>(cfg.scale());
   std::vector<R> kn(static_cast<std::size_t>(cfg.H) * K), qs(static_cast<std::size_t>(cfg.H) * K);
@@ -132,12 +132,16 @@ void token_step(const ModelConfig& cfg, const LayerParams& p, const SequenceInpu
     rec->g.assign(static_cast<std::size_t>(cfg.HV) * cfg.a_width(), R(0));
   }
   for (int hv = 0; hv < cfg.HV; ++hv) {
-    const R* kh = &kn[static_cast<std::size_t>(cfg.key_head(hv)) * K];
-    const R* qh = &qs[static_cast<std::size_t>(cfg.key_head(hv)) * K];
+    const int h = hook ? hook->key_head(cfg, hv) : cfg.key_head(hv);
+    const R* kh = &kn[static_cast<std::size_t>(h) * K];
+    const R* qh = &qs[static_cast<std::size_t>(h) * K];
     log_decay<R>(cfg, p, in, t, hv, g.data());
     for (int c = 0; c < K; ++c) alpha[c] = std::exp(g[cfg.op == Op::GDN ? 0 : c]);
+    if (hook)
+      for (int c = 0; c < K; ++c) alpha[c] = static_cast<R>(hook->alpha(static_cast<double>(alpha[c])));
     if (rec) std::copy(g.begin(), g.end(), rec->g.begin() + static_cast<std::ptrdiff_t>(hv) * cfg.a_width());
-    const R beta = beta_of<R>(cfg, in, t, hv);
+    R beta = beta_of<R>(cfg, in, t, hv);
+    if (hook) beta = static_cast<R>(hook->beta(static_cast<double>(beta)));
     const float* vv = &in.v[(static_cast<std::size_t>(t) * cfg.HV + hv) * V];
     R* S = state + static_cast<std::size_t>(hv) * K * V;
     for (int j = 0; j < V; ++j) {
@@ -183,7 +187,7 @@ void run_recurrent(const ModelConfig& cfg, const LayerParams& p, const SequenceI
   o.assign(static_cast<std::size_t>(in.T) * cfg.HV * cfg.V, R(0));
   if (states_after) states_after->clear();
   for (int t = 0; t < in.T; ++t) {
-    token_step<R>(cfg, p, in, t, state.data(), &o[static_cast<std::size_t>(t) * cfg.HV * cfg.V]);
+    token_step<R>(cfg, p, in, t, state.data(), &o[static_cast<std::size_t>(t) * cfg.HV * cfg.V], nullptr, opt.hook);
     if (opt.round_state_each_token) round_to_state_dtype(cfg, state);
     if (states_after) states_after->push_back(state);
   }
@@ -280,7 +284,7 @@ std::vector<R> convert_layout(const ModelConfig& cfg, const std::vector<R>& stat
   template R beta_of<R>(const ModelConfig&, const SequenceInputs&, int, int);                                    \
   template void l2normalize<R>(const ModelConfig&, const float*, int, R, R*);                                    \
   template void token_step<R>(const ModelConfig&, const LayerParams&, const SequenceInputs&, int, R*, R*,        \
-                              TokenRecord<R>*);                                                                  \
+                              TokenRecord<R>*, const TokenHook*);                                                \
   template void run_recurrent<R>(const ModelConfig&, const LayerParams&, const SequenceInputs&, std::vector<R>&, \
                                  std::vector<R>&, std::vector<std::vector<R>>*, const RecurrentOptions&);        \
   template void run_chunked<R>(const ModelConfig&, const LayerParams&, const SequenceInputs&, int,               \

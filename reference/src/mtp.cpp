@@ -49,23 +49,44 @@ ReplayVerify replay_verify(const ModelConfig& cfg, const LayerParams& p, const S
   return r;
 }
 
+SequenceInputs RawPayload::inputs() const {
+  SequenceInputs in;
+  in.T = T;
+  in.k = k;
+  in.v = v;
+  in.a = a;
+  in.b = b;
+  in.q.assign(k.size(), 0.0f);  // q does not influence the state
+  return in;
+}
+
 std::vector<float> replay_commit(const ModelConfig& cfg, const LayerParams& p, const RawPayload& payload,
-                                 const std::vector<float>& S0, int n) {
+                                 const std::vector<float>& S0, int n, const TokenHook* hook) {
   check_state(cfg, S0, "checkpoint");
   check_n(n, payload.T);
-  SequenceInputs in;
-  in.T = payload.T;
-  in.k = payload.k;
-  in.v = payload.v;
-  in.a = payload.a;
-  in.b = payload.b;
-  in.q.assign(in.k.size(), 0.0f);  // q does not influence the state
   std::vector<float> S = S0;
   if (n == 0) return S;
   std::vector<float> o;
-  run_recurrent<float>(cfg, p, in.slice(cfg, 0, n), S, o);
+  RecurrentOptions opt;
+  opt.hook = hook;
+  run_recurrent<float>(cfg, p, payload.inputs().slice(cfg, 0, n), S, o, nullptr, opt);
   round_to_state_dtype(cfg, S);
   return S;
+}
+
+std::string to_string(Reconstruction r) {
+  switch (r) {
+    case Reconstruction::Serial: return "serial";
+    case Reconstruction::ClosedForm: return "closed_form";
+    case Reconstruction::SuffixSum: return "suffix_sum";
+  }
+  return "serial";
+}
+
+Reconstruction parse_reconstruction(const std::string& s, const std::string& field) {
+  for (auto r : {Reconstruction::Serial, Reconstruction::ClosedForm, Reconstruction::SuffixSum})
+    if (s == to_string(r)) return r;
+  fail(field, "unknown reconstruction '", s, "' (known: serial, closed_form, suffix_sum)");
 }
 
 std::vector<float> reconstruct(const ModelConfig& cfg, const std::vector<float>& S0,
@@ -90,8 +111,34 @@ std::vector<float> reconstruct(const ModelConfig& cfg, const std::vector<float>&
       }
     return S;
   }
-  // Closed form: per channel c, G_m[c] = sum of all log-decays; weight of record j: exp(G_m - G_j).
   const std::size_t m = records.size();
+  if (mode == Reconstruction::SuffixSum) {
+    // Suffix sums from the newest record down (the CUDA ring_decode order): S_0 is scaled by the exp of all
+    // log-decays, then record j (newest first) adds u_j (exp(W_j) k_j)^T with W_j = g_{j+1} + ... + g_{m-1}.
+    for (int hv = 0; hv < cfg.HV; ++hv) {
+      float* Sh = S.data() + hv_base(cfg, hv);
+      for (int c = 0; c < K; ++c) {
+        const int gc = aw == 1 ? 0 : c;
+        float total = 0.0f;
+        for (std::size_t r = m; r-- > 0;) total += records[r]->g[static_cast<std::size_t>(hv) * aw + gc];
+        const float e0 = std::exp(total);
+        for (int j = 0; j < V; ++j) Sh[state_index(cfg, c, j)] = e0 * Sh[state_index(cfg, c, j)];
+        float W = 0.0f;
+        for (std::size_t r = m; r-- > 0;) {
+          const float* kh = &records[r]->k[static_cast<std::size_t>(cfg.key_head(hv)) * K];
+          const float kw = std::exp(W) * kh[c];
+          const float* u = &records[r]->u[static_cast<std::size_t>(hv) * V];
+          for (int j = 0; j < V; ++j) {
+            float& s = Sh[state_index(cfg, c, j)];
+            s = s + u[j] * kw;
+          }
+          W += records[r]->g[static_cast<std::size_t>(hv) * aw + gc];
+        }
+      }
+    }
+    return S;
+  }
+  // Closed form: per channel c, G_m[c] = sum of all log-decays; weight of record j: exp(G_m - G_j).
   for (int hv = 0; hv < cfg.HV; ++hv) {
     std::vector<float> G(m * static_cast<std::size_t>(aw));  // inclusive prefix sums
     for (std::size_t j = 0; j < m; ++j)
@@ -120,7 +167,7 @@ std::vector<float> ring_token(const ModelConfig& cfg, const LayerParams& p, cons
                               std::vector<float>& S, Record& rec, Reconstruction mode) {
   check_state(cfg, S, "state");
   std::vector<float> o(static_cast<std::size_t>(cfg.HV) * cfg.V);
-  if (mode == Reconstruction::Serial) {
+  if (mode != Reconstruction::ClosedForm) {  // Serial and SuffixSum read the token with the token step
     token_step<float>(cfg, p, in, t, S.data(), o.data(), &rec);
     return o;
   }
@@ -170,23 +217,25 @@ void round_record(Record& rec, DType dtype) {
 std::vector<float> decode_ring_step(const ModelConfig& cfg, const LayerParams& p, const SequenceInputs& in, int t,
                                     std::vector<float>& checkpoint, DecodeRing& ring, Reconstruction mode,
                                     DType record_dtype) {
-  require(ring.L >= 1, "ring.L", "must be >= 1, got ", ring.L);
-  require(ring.write_pos >= 0 && ring.write_pos <= ring.L - 1, "ring.write_pos", "is ", ring.write_pos,
-          ", outside [0, L-1=", ring.L - 1, "]");
+  require(ring.ring_len >= 1, "ring.ring_len", "must be >= 1, got ", ring.ring_len);
+  require(ring.write_pos >= 0 && ring.write_pos <= ring.ring_len - 1, "ring.write_pos", "is ", ring.write_pos,
+          ", outside [0, ring_len-1=", ring.ring_len - 1, "]");
   std::vector<const Record*> live;
   for (int j = 0; j < ring.write_pos; ++j) live.push_back(&ring.records.at(static_cast<std::size_t>(j)));
   std::vector<float> S = reconstruct(cfg, checkpoint, live, mode);
   Record rec;
   std::vector<float> o = ring_token(cfg, p, in, t, S, rec, mode);
   round_record(rec, record_dtype);
-  if (ring.write_pos == ring.L - 1) {
-    // Flush: fold the current token too (Serial already advanced S; ClosedForm folds its record now).
+  if (ring.write_pos == ring.ring_len - 1) {
+    // Flush: fold the current token too (Serial and SuffixSum already advanced S; ClosedForm folds its record
+    // now).
     if (mode == Reconstruction::ClosedForm) S = reconstruct(cfg, S, {&rec}, Reconstruction::ClosedForm);
     round_to_state_dtype(cfg, S);
     checkpoint = S;
     ring.write_pos = 0;
   } else {
-    if (ring.records.size() < static_cast<std::size_t>(ring.L - 1)) ring.records.resize(static_cast<std::size_t>(ring.L - 1));
+    if (ring.records.size() < static_cast<std::size_t>(ring.ring_len - 1))
+      ring.records.resize(static_cast<std::size_t>(ring.ring_len - 1));
     ring.records[static_cast<std::size_t>(ring.write_pos)] = rec;
     ++ring.write_pos;
   }

@@ -84,11 +84,24 @@ struct TokenRecord {
   std::vector<R> u, k, g;
 };
 
+// A test-only perturbation of the token step. The teeth catalogue (fault.hpp) injects its math faults
+// (a wrong key head, a missing decay, beta rounded in one path) through this hook instead of a copy of the
+// step, so the arithmetic a fault leaves alone is the step's own. Production paths pass nullptr.
+struct TokenHook {
+  virtual ~TokenHook() = default;
+  // Key head read by value head hv; the step's own rule is cfg.key_head(hv) (block mapping).
+  virtual int key_head(const ModelConfig& cfg, int hv) const { return cfg.key_head(hv); }
+  // The decay alpha of one channel and beta of one value head, as the step will use them.
+  virtual double alpha(double a) const { return a; }
+  virtual double beta(double b) const { return b; }
+};
+
 // Advances the state by token t of `in` for every value head and writes o_t [HV, V] (unrounded).
 // state has cfg.state_elems() elements in cfg.layout. If rec is non-null it receives the token's record.
+// hook (tests only) perturbs the step; a null hook is the definition above.
 template <class R>
 void token_step(const ModelConfig& cfg, const LayerParams& p, const SequenceInputs& in, int t, R* state, R* o_t,
-                TokenRecord<R>* rec = nullptr);
+                TokenRecord<R>* rec = nullptr, const TokenHook* hook = nullptr);
 
 // Options of the multi-token recurrent form.
 struct RecurrentOptions {
@@ -97,6 +110,8 @@ struct RecurrentOptions {
   bool round_state_each_token = false;
   // Round every output to cfg.act_dtype (what a kernel stores). Off for math comparisons.
   bool round_outputs = false;
+  // Test-only perturbation of every token step (see TokenHook); null in every production path.
+  const TokenHook* hook = nullptr;
 };
 
 // Runs tokens [0, in.T) from `state` (updated in place). o: [T, HV, V]. If states_after is non-null it

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "replayssm/config.hpp"
@@ -49,6 +50,8 @@ std::vector<float> full_state_commit(const FullStateVerify& v, const std::vector
 struct RawPayload {
   int T = 0;
   std::vector<float> k, v, a, b;  // same shapes as SequenceInputs
+  // The payload as token inputs for a replay: k, v, a, b as captured, q zero (it does not touch the state).
+  SequenceInputs inputs() const;
 };
 struct ReplayVerify {
   std::vector<float> o;  // [T, HV, V], rounded to act dtype; bit-identical to FullStateVerify::o
@@ -56,12 +59,24 @@ struct ReplayVerify {
 };
 ReplayVerify replay_verify(const ModelConfig& cfg, const LayerParams& p, const SequenceInputs& in,
                            const std::vector<float>& S0);
-// Replays payload tokens [0, n) from S0 in F32, rounds once to the state dtype.
+// Replays payload tokens [0, n) from S0 in F32, rounds once to the state dtype. n = 0 returns S0 unchanged.
+// hook: test-only perturbation of the token step (TokenHook), null otherwise.
 std::vector<float> replay_commit(const ModelConfig& cfg, const LayerParams& p, const RawPayload& payload,
-                                 const std::vector<float>& S0, int n);
+                                 const std::vector<float>& S0, int n, const TokenHook* hook = nullptr);
 
 // --- corrected-update records ----------------------------------------------------------------------------
-enum class Reconstruction : std::uint8_t { Serial, ClosedForm };
+// How the state after m records is rebuilt from the checkpoint, and how the token after them is read:
+//   Serial     — fold record j as S <- alpha_j S + k_j u_j^T, oldest first (the token step's own operations),
+//                then the token step: bit-exact with the recurrence for F32 records;
+//   ClosedForm — S_m = exp(G_m) S_0 + sum_j exp(G_m - G_j) k_j u_j^T with inclusive prefix sums G_j, then the
+//                token in the split form o = alpha (S_m^T q) + u (k . q) (a ring kernel that never forms the
+//                updated state); loses precision when |G| is large (docs/numerics.md);
+//   SuffixSum  — the CUDA ring_decode order: S_m = exp(W_0) S_0 + sum_j (exp(W_j) k_j) u_j^T with the suffix
+//                sums W_j = g_{j+1} + ... + g_{m-1} (W_0 also adding g_0) accumulated from the newest record
+//                down, then the token step on S_m.
+enum class Reconstruction : std::uint8_t { Serial, ClosedForm, SuffixSum };
+std::string to_string(Reconstruction r);                                        // "serial", "closed_form", "suffix_sum"
+Reconstruction parse_reconstruction(const std::string& s, const std::string& field = "recon");
 
 using Record = TokenRecord<float>;
 
@@ -70,21 +85,22 @@ std::vector<float> reconstruct(const ModelConfig& cfg, const std::vector<float>&
                                const std::vector<const Record*>& records, Reconstruction mode);
 
 // One token read against a reconstructed state S (the state before the token): returns o_t [HV, V]
-// (unrounded) and the token's record. Serial mode advances S in place exactly like token_step; ClosedForm
-// leaves S untouched and uses the split form.
+// (unrounded) and the token's record. Serial and SuffixSum advance S in place exactly like token_step;
+// ClosedForm leaves S untouched and uses the split form.
 std::vector<float> ring_token(const ModelConfig& cfg, const LayerParams& p, const SequenceInputs& in, int t,
                               std::vector<float>& S, Record& rec, Reconstruction mode);
 
 // Rounds a record's u and k to `dtype` (the ring storage dtype; g always stays F32).
 void round_record(Record& rec, DType dtype);
 
-// Standard-decode ring of length L (T = 1 per step): the checkpoint plus up to L-1 records. A step with
-// write_pos == L-1 is a flush: it folds the L-1 records and the current token into the checkpoint (rounded to
-// the state dtype) and resets write_pos to 0; any other step appends its record. L = 1 flushes every step.
+// Decode ring (standard decode, T = 1 per step) of ring_len records: the checkpoint plus up to ring_len-1
+// records. A step with write_pos == ring_len-1 is a flush: it folds the ring_len-1 records and the current
+// token into the checkpoint (rounded to the state dtype) and resets write_pos to 0; any other step appends
+// its record. ring_len = 1 flushes every step.
 struct DecodeRing {
-  int L = 16;
+  int ring_len = 16;
   int write_pos = 0;
-  std::vector<Record> records;  // physical slots 0..L-2
+  std::vector<Record> records;  // physical slots 0..ring_len-2
 };
 // Runs one decode token: returns o [HV, V] rounded to act dtype; updates checkpoint / ring.
 std::vector<float> decode_ring_step(const ModelConfig& cfg, const LayerParams& p, const SequenceInputs& in, int t,

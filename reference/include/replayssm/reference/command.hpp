@@ -1,0 +1,39 @@
+// replayssm/reference/command.hpp — the lifecycle commands a judged run is made of (admit, step, finish,
+// continue, copy, preempt, resume), with their JSON form (stored in replayable fuzz dumps) and a one-line
+// description for reports.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace replayssm::ref {
+
+struct RowSpec {
+  std::int32_t req = 0;       // request id
+  std::int32_t T = 1;         // window (prefill: chunk length)
+  std::int32_t accepted = 1;  // n in [0, T] (verify rows)
+  std::int32_t stop_at = 0;   // early stop: the stop token is accepted token s (1..n); 0 = none
+  std::uint64_t seed = 0;     // input seed for new tokens of this row
+};
+
+struct Cmd {
+  enum class Kind : std::uint8_t { Admit, Step, Finish, Continue, Copy, Preempt, Resume };
+  Kind kind = Kind::Step;
+  std::int32_t req = 0;         // Admit/Finish/Continue/Copy(src)/Preempt/Resume
+  std::int32_t req2 = 0;        // Copy: destination request id
+  std::int32_t slot = 0;        // Admit/Continue/Copy/Resume: slot to allocate
+  std::int32_t prompt = 0;      // Admit/Continue: new prompt tokens
+  std::uint64_t seed = 0;       // Admit/Continue: prompt input seed
+  std::vector<RowSpec> rows;    // Step: rows in batch order
+  std::vector<std::int32_t> pad_at;  // Step: PAD rows inserted before these row indices (may repeat)
+
+  nlohmann::json to_json() const;
+  // Error("cmd" / "cmd.kind") for malformed JSON.
+  static Cmd from_json(const nlohmann::json& j);
+  std::string str() const;
+};
+
+}  // namespace replayssm::ref

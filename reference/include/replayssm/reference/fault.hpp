@@ -1,0 +1,45 @@
+// replayssm/reference/fault.hpp — the teeth catalogue: slips an engine or a kernel could ship, each injectable
+// into a reference target (or into the engine's accepted-length bookkeeping) so that the property suite can
+// prove it catches every one of them (property_tests/teeth_test.cpp, docs/lifecycle.md).
+//
+// Faults live only inside the reference targets and the engine's bookkeeping hook; no production path
+// reads them. Math faults enter through the token step's hook (fault_hook, gdn.hpp TokenHook), bookkeeping
+// faults by changing the descriptors a target hands the batch-level reference (batch.hpp): neither copies
+// the math.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "replayssm/reference/gdn.hpp"
+
+namespace replayssm::ref {
+
+enum class Fault : std::uint8_t {
+  None,
+  OffByOneAccepted,           // commit uses n - 1 tokens (reads the previous token's state)
+  ZeroAcceptedAsOne,          // n = 0 commits one token
+  FullAcceptClamped,          // n = T clamped to T - 1
+  GvaModulo,                  // replay maps value head hv to key head hv % H instead of hv / G
+  TransposedLayout,           // commit writes the state in the other layout
+  MissingDecayInReplay,       // replay skips the decay (alpha = 1)
+  StaleCursorOnSlotReuse,     // ring cursors not reset when a slot is (re)allocated
+  DoubleCursorAdvance,        // ring write_pos advanced twice by the accepted count
+  PadRowWritesSlot0,          // a PAD row (slot -1) is clamped to slot 0 and committed
+  FlushOverwritesLiveRecord,  // a flush writes the window at the ring origin instead of after the history
+  BetaRoundingOnePath,        // replay rounds beta to the activation dtype, verify does not
+  EarlyStopCommitsWholeRun,   // early stop at s commits the whole accepted run n instead of s
+  CopyDropsRingRecords,       // slot copy takes the checkpoint only, dropping un-flushed ring records
+};
+std::string to_string(Fault f);
+Fault parse_fault(const std::string& s);  // Error("fault") listing the names
+std::vector<Fault> all_faults();          // every fault except None
+// Targets on which a fault can occur ("replay", "ring", or both for engine bookkeeping faults).
+std::vector<std::string> fault_targets(Fault f);
+
+// The token-step perturbation of a math fault (GvaModulo, MissingDecayInReplay, BetaRoundingOnePath);
+// nullptr for every other fault.
+const TokenHook* fault_hook(Fault f);
+
+}  // namespace replayssm::ref

@@ -1,0 +1,43 @@
+// replayssm/reference/judge.hpp — the judge: runs every command on the oracle (full_state) and on the
+// implementation under test, then checks, after every command:
+//   1. outputs: real rows equal (bit-exact or the target's tolerance), PAD rows exactly zero on both sides;
+//   2. request tables: residency, slots, finished state and committed token counts agree;
+//   3. committed states of every resident request in every layer, and the oracle against its own
+//      recomputation from history;
+//   4. slots outside the command's write set and the gaps after slots stay bitwise unchanged; commits with
+//      n = 0 leave their slot's bytes unchanged (every target but the spec ring, whose cursors move instead).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "replayssm/reference/command.hpp"
+#include "replayssm/reference/engine.hpp"
+
+namespace replayssm::ref {
+
+class Judge {
+ public:
+  Judge(const EngineSetup& setup, const std::string& target_kind, Fault fault = Fault::None);
+  // Executes c on both; returns an empty string when everything agrees, else a description of the first
+  // disagreement (which check, request, layer, worst element). An Error from the oracle means the command
+  // itself is invalid and propagates.
+  std::string apply(const Cmd& c);
+  const Engine& oracle() const { return oracle_; }
+  const Engine& sut() const { return sut_; }
+  const std::vector<Cmd>& executed() const { return executed_; }
+
+ private:
+  using Outputs = std::vector<std::vector<float>>;
+  std::string check_outputs(const Outputs& out_o, const Outputs& out_s) const;
+  std::string check_requests() const;
+  std::string check_states() const;
+  std::string check_untouched(const Cmd& c, const Outputs& pools_before_o, const Outputs& pools_before_s) const;
+  CompareReport compare_values(const std::vector<float>& ref, const std::vector<float>& got, bool state) const;
+
+  Engine oracle_;
+  Engine sut_;
+  std::vector<Cmd> executed_;
+};
+
+}  // namespace replayssm::ref

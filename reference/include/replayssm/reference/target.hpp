@@ -1,0 +1,104 @@
+// replayssm/reference/target.hpp — "an implementation of the state side of a hybrid model", as the
+// lifecycle engine (engine.hpp) drives it, and the setup every target of one judged run shares.
+//
+// Targets (make_target):
+//   full_state — the oracle: verify stores S_1..S_T, commit copies S_n (batch::verify_full_state/commit_copy);
+//   replay     — ReplaySSM design 1: verify captures raw (k, v, a, b) into a paged payload, commit replays n
+//                (batch::verify_replay/commit_replay);
+//   ring       — ReplaySSM design 2 on a spec ring: checkpoint + per-slot ring of (u, k, g) records with
+//                base / write_pos / is_flush cursors (SpecRingGeometry, spec_ring_commit); history is folded
+//                on flush steps;
+//   cuda, cuda_full_state — the GPU kernels (conformance/), registered by the CUDA build.
+// The reference targets can carry one injected Fault (fault.hpp) so the property suite can prove it has teeth.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "replayssm/compare.hpp"
+#include "replayssm/config.hpp"
+#include "replayssm/reference/fault.hpp"
+#include "replayssm/reference/gdn.hpp"
+#include "replayssm/reference/mtp.hpp"
+#include "replayssm/step.hpp"
+
+namespace replayssm::ref {
+
+struct EngineSetup {
+  ModelConfig cfg;                  // cfg.num_layers layers
+  std::vector<LayerParams> params;  // one per layer
+  std::int32_t num_slots = 8;
+  std::int64_t slot_stride = 0;     // 0 = HV*K*V; larger leaves a gap that must never be written
+  std::int32_t max_T = 6;           // verify window limit (1 + max drafts)
+  SpecRingGeometry spec_ring{6, 6}; // spec ring of the ring target (B >= max_T, T = max_T)
+  Reconstruction recon = Reconstruction::Serial;
+  DType record_dtype = DType::F32;  // storage dtype of the ring target's u and k records
+  std::int32_t page_tokens = 4;     // raw payload page size (rows)
+  float poison = 0.0f;              // value the pools start with (NaN by default, see make_setup)
+
+  void validate() const;
+  nlohmann::json to_json() const;   // everything but params (regenerated from seed)
+  PoolGeometry pool_geometry() const { return PoolGeometry{cfg.num_layers, num_slots, slot_stride}; }
+  // Rows one step can hold: every slot plus up to 8 PAD rows.
+  std::int32_t max_rows() const { return num_slots + 8; }
+  // Payload geometry of a ReplaySSM target: max_rows() rows of max_T tokens, twice over (a fresh permuted
+  // page table every step).
+  PayloadGeometry payload_geometry() const { return PayloadGeometry::sized(page_tokens, max_T, max_rows(), 2); }
+};
+// A setup for cfg with seeded parameters, NaN-poisoned pools, and ring/page sizes derived from max_T.
+EngineSetup make_setup(const ModelConfig& cfg, std::uint64_t seed, std::int32_t num_slots, std::int32_t max_T);
+
+enum class RowKind : std::uint8_t { Verify, Prefill };
+
+// One row of a step as a target sees it. For Prefill rows the whole window is committed at once and
+// `fresh` means "start from a zero state, ignore whatever the slot holds".
+struct TargetRow {
+  BatchRow row;
+  RowKind kind = RowKind::Verify;
+  bool fresh = false;
+};
+
+// Elementwise bound for a non-bit-exact target relative to the largest reference magnitude `scale`:
+// allclose(atol = 2^-6 * max(1, scale), rtol = 0) — several bf16 roundings (2^-9 each) made at different
+// points by the oracle and the target (docs/numerics.md). Faults cause O(1) differences.
+Tolerance storage_tolerance(double scale);
+
+class Target {
+ public:
+  virtual ~Target() = default;
+  virtual std::string name() const = 0;
+  // Exact: outputs and committed states must equal the oracle's bit for bit.
+  virtual bool bit_exact() const = 0;
+  // Bound used when !bit_exact(); `scale` is max|ref| of the compared tensor; `state` says whether a
+  // committed state (true) or an output (false) is compared.
+  virtual Tolerance tolerance(double scale, bool state) const {
+    (void)state;
+    return storage_tolerance(scale);
+  }
+  virtual void setup(const EngineSetup& s) = 0;
+  // A slot is (re)allocated to a request: reset per-slot bookkeeping (ring cursors). Pool data stays.
+  virtual void allocate(std::int32_t slot) = 0;
+  // One mixed step. inputs[l] holds the packed tokens of layer l ([total_tokens] rows). Returns per layer
+  // o [total_tokens, HV, V] rounded to the activation dtype; PAD rows' tokens are exactly zero.
+  virtual std::vector<std::vector<float>> step(const std::vector<TargetRow>& rows,
+                                               const std::vector<SequenceInputs>& inputs) = 0;
+  // Commits the Verify rows of the last step with rows[i].row.accepted tokens (Prefill rows are ignored).
+  virtual void commit(const std::vector<TargetRow>& rows) = 0;
+  virtual void copy_slot(std::int32_t src, std::int32_t dst) = 0;
+  // The state a request in `slot` has committed (checkpoint plus any live records), F32 values.
+  virtual std::vector<float> committed_state(std::int32_t layer, std::int32_t slot) const = 0;
+  // Raw pool storage of one layer (num_slots * stride values), for untouched-slot checks.
+  virtual std::vector<float> pool(std::int32_t layer) const = 0;
+};
+
+std::unique_ptr<Target> make_target(const std::string& kind, Fault fault = Fault::None);
+std::vector<std::string> target_kinds();
+// Lets other builds (the CUDA one) add target kinds; returns true.
+bool register_target(const std::string& kind, std::function<std::unique_ptr<Target>(Fault)> factory);
+
+}  // namespace replayssm::ref

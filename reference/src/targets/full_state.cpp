@@ -1,0 +1,43 @@
+// The oracle target: full-state verify (every window state kept in scratch) and commit copy of state n,
+// through the batch-level reference of the CUDA full-state kernels.
+#include <limits>
+
+#include "pooled.hpp"
+
+namespace replayssm::ref {
+
+namespace {
+
+class FullStateTarget : public PooledTarget {
+ public:
+  std::string name() const override { return "full_state"; }
+  bool bit_exact() const override { return true; }
+
+  std::vector<std::vector<float>> step(const std::vector<TargetRow>& rows,
+                                       const std::vector<SequenceInputs>& inputs) override {
+    auto out = zero_outputs(inputs);
+    zero_fresh_slots(rows);
+    batch_ = step_batch(rows, inputs.empty() ? 0 : inputs[0].T);
+    const auto E = static_cast<std::size_t>(s_.cfg.state_elems());
+    scratch_.assign(pools_.size(), std::vector<float>(rows.size() * static_cast<std::size_t>(s_.max_T) * E,
+                                                      std::numeric_limits<float>::quiet_NaN()));
+    const auto ls = layers(&scratch_, nullptr);
+    for (std::size_t l = 0; l < ls.size(); ++l) batch::verify_full_state(batch_, ls[l], inputs[l], out[l]);
+    batch::commit_copy(batch_, ls);  // prefill chunks: their whole window
+    return out;
+  }
+  void commit(const std::vector<TargetRow>& rows) override {
+    set_commit_counts(batch_, rows);
+    batch::commit_copy(batch_, layers(&scratch_, nullptr));
+  }
+
+ private:
+  batch::Batch batch_;
+  std::vector<std::vector<float>> scratch_;  // [layer][rows * max_T * HV*K*V]
+};
+
+}  // namespace
+
+std::unique_ptr<Target> make_full_state_target() { return std::make_unique<FullStateTarget>(); }
+
+}  // namespace replayssm::ref

@@ -1,0 +1,50 @@
+// The shared base of the reference targets: per-layer state pools on the host (num_slots * slot_stride
+// values each, poisoned at setup), slot copies, committed states read from the pool, and the translation of
+// a step's TargetRows into the batch-level reference's descriptors (batch.hpp). Internal to the reference
+// library: targets are created through make_target (target.hpp).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "replayssm/reference/batch.hpp"
+#include "replayssm/reference/target.hpp"
+
+namespace replayssm::ref {
+
+class PooledTarget : public Target {
+ public:
+  void setup(const EngineSetup& s) override;
+  void allocate(std::int32_t) override {}
+  // Copies every layer's checkpoint (the whole per-slot state of a pooled target).
+  void copy_slot(std::int32_t src, std::int32_t dst) override;
+  std::vector<float> committed_state(std::int32_t layer, std::int32_t slot) const override { return get(layer, slot); }
+  std::vector<float> pool(std::int32_t layer) const override { return pools_[static_cast<std::size_t>(layer)]; }
+
+ protected:
+  // Slot `slot` of layer l (Error("slot") outside [0, num_slots)).
+  std::vector<float> get(std::int32_t l, std::int32_t slot) const;
+  void put(std::int32_t l, std::int32_t slot, const std::vector<float>& S);
+  // A zero state in the slot of every fresh prefill row: it starts from zero whatever the slot held.
+  void zero_fresh_slots(const std::vector<TargetRow>& rows);
+  // The step's descriptors as the kernels would get them: prefill rows with accepted = T (they are committed
+  // inside the step), verify rows with accepted = 0 until commit() sets them. Validated.
+  batch::Batch step_batch(const std::vector<TargetRow>& rows, std::int64_t total_tokens) const;
+  // Sets the accepted counts of commit(): a real Verify row's n, 0 for every other row. Error("commit") when
+  // rows is not the last step's batch.
+  static void set_commit_counts(batch::Batch& b, const std::vector<TargetRow>& rows);
+  // Zero outputs for every layer ([total_tokens, HV, V]).
+  std::vector<std::vector<float>> zero_outputs(const std::vector<SequenceInputs>& inputs) const;
+  // Every layer's pool (and the given per-layer scratch or payload buffers) as batch::Layer entries.
+  std::vector<batch::Layer> layers(std::vector<std::vector<float>>* scratch, std::vector<std::vector<float>>* payload);
+
+  EngineSetup s_;
+  std::vector<std::vector<float>> pools_;  // [layer][num_slots * stride]
+};
+
+std::unique_ptr<Target> make_full_state_target();
+std::unique_ptr<Target> make_replay_target(Fault fault);
+std::unique_ptr<Target> make_spec_ring_target(Fault fault);
+
+}  // namespace replayssm::ref

@@ -1,0 +1,41 @@
+// The target registry: the reference targets, plus whatever other builds register (the CUDA targets).
+#include <map>
+
+#include "pooled.hpp"
+#include "replayssm/error.hpp"
+
+namespace replayssm::ref {
+
+namespace {
+std::map<std::string, std::function<std::unique_ptr<Target>(Fault)>>& registry() {
+  static std::map<std::string, std::function<std::unique_ptr<Target>(Fault)>> r{
+      {"full_state", [](Fault) { return make_full_state_target(); }},
+      {"replay", [](Fault f) { return make_replay_target(f); }},
+      {"ring", [](Fault f) { return make_spec_ring_target(f); }},
+  };
+  return r;
+}
+}  // namespace
+
+bool register_target(const std::string& kind, std::function<std::unique_ptr<Target>(Fault)> factory) {
+  registry()[kind] = std::move(factory);
+  return true;
+}
+
+std::vector<std::string> target_kinds() {
+  std::vector<std::string> k;
+  for (const auto& [name, f] : registry()) k.push_back(name);
+  return k;
+}
+
+std::unique_ptr<Target> make_target(const std::string& kind, Fault fault) {
+  const auto it = registry().find(kind);
+  if (it == registry().end()) {
+    std::string known;
+    for (const auto& n : target_kinds()) known += (known.empty() ? "" : ", ") + n;
+    fail("target", "unknown target '", kind, "' (known: ", known, ")");
+  }
+  return it->second(fault);
+}
+
+}  // namespace replayssm::ref

@@ -1,0 +1,120 @@
+// ReplaySSM design 1 (raw payload): verify captures (k, v, a, b) into a paged payload, commit replays the
+// accepted prefix — the batch-level reference of the CUDA verify_replay / commit_replay kernels — with the
+// teeth catalogue's replay faults: accepted-count and PAD faults change the descriptors, math faults enter
+// through the token step's hook, the layout fault transposes what the commit stored.
+#include <algorithm>
+#include <limits>
+
+#include "pooled.hpp"
+#include "replayssm/error.hpp"
+
+namespace replayssm::ref {
+
+namespace {
+
+class ReplayTarget : public PooledTarget {
+ public:
+  explicit ReplayTarget(Fault f) : fault_(f) {}
+  std::string name() const override { return "replay"; }
+  bool bit_exact() const override { return true; }
+  void setup(const EngineSetup& s) override {
+    PooledTarget::setup(s);
+    geo_ = s.payload_geometry();
+    payload_.assign(static_cast<std::size_t>(s.cfg.num_layers), {});
+  }
+
+  std::vector<std::vector<float>> step(const std::vector<TargetRow>& rows,
+                                       const std::vector<SequenceInputs>& inputs) override {
+    auto out = zero_outputs(inputs);
+    zero_fresh_slots(rows);
+    batch_ = step_batch(rows, inputs.empty() ? 0 : inputs[0].T);
+    batch_.payload = geo_;
+    batch_.page_table = fresh_page_table(rows.size());
+    batch_.validate();
+    // Pages not mapped stay NaN, so a commit reading a page the verify did not write poisons the state.
+    for (auto& buf : payload_)
+      buf.assign(static_cast<std::size_t>(geo_.elems(s_.cfg)), std::numeric_limits<float>::quiet_NaN());
+    const auto ls = layers(nullptr, &payload_);
+    for (std::size_t l = 0; l < ls.size(); ++l) batch::verify_replay(batch_, ls[l], inputs[l], out[l]);
+    if (fault_ == Fault::PadRowWritesSlot0) {
+      // The fault: padding rows alias slot 0 (their outputs are still discarded).
+      const batch::Batch alias = pad_rows_in_slot0(batch_, false);
+      for (std::size_t l = 0; l < ls.size(); ++l) {
+        std::vector<float> discarded(out[l].size());
+        batch::verify_replay(alias, ls[l], inputs[l], discarded);
+      }
+    }
+    batch::commit_replay(batch_, ls);  // prefill chunks: their whole window
+    return out;
+  }
+
+  void commit(const std::vector<TargetRow>& rows) override {
+    set_commit_counts(batch_, rows);
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      if (rows[i].kind == RowKind::Verify && rows[i].row.slot != kPadSlot)
+        batch_.rows[i].accepted = faulty_count(batch_.rows[i].accepted, batch_.rows[i].T);
+    const batch::Batch b = fault_ == Fault::PadRowWritesSlot0 ? pad_rows_in_slot0(batch_, true) : batch_;
+    batch::commit_replay(b, layers(nullptr, &payload_), fault_hook(fault_));
+    if (fault_ == Fault::TransposedLayout) {
+      const StateLayout other = s_.cfg.layout == StateLayout::KV ? StateLayout::VK : StateLayout::KV;
+      for (const auto& r : b.rows) {
+        if (r.slot == kPadSlot || r.write_slot == kPadSlot || r.accepted == 0) continue;
+        for (std::int32_t l = 0; l < s_.cfg.num_layers; ++l)
+          put(l, r.write_slot, convert_layout(s_.cfg, get(l, r.write_slot), s_.cfg.layout, other));
+      }
+    }
+  }
+
+ private:
+  // A fresh permuted page table for this step's rows: rows never share a page, and the pages differ from
+  // step to step.
+  std::vector<std::int32_t> fresh_page_table(std::size_t rows) {
+    ++step_count_;
+    std::vector<std::int32_t> perm(static_cast<std::size_t>(geo_.num_pages));
+    for (std::int32_t i = 0; i < geo_.num_pages; ++i) perm[static_cast<std::size_t>(i)] = i;
+    std::uint64_t x = 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(step_count_);
+    for (std::size_t i = perm.size(); i > 1; --i) {
+      x ^= x >> 29;
+      x *= 0xbf58476d1ce4e5b9ull;
+      x ^= x >> 32;
+      std::swap(perm[i - 1], perm[x % i]);
+    }
+    const std::size_t n = rows * static_cast<std::size_t>(geo_.pages_per_row);
+    require(n <= perm.size(), "rows", "more rows than payload pages");
+    return std::vector<std::int32_t>(perm.begin(), perm.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+  // The accepted-count faults of the catalogue.
+  std::int32_t faulty_count(std::int32_t n, std::int32_t T) const {
+    if (fault_ == Fault::OffByOneAccepted && n >= 1) n -= 1;
+    if (fault_ == Fault::ZeroAcceptedAsOne && n == 0) n = 1;
+    if (fault_ == Fault::FullAcceptClamped && n == T && n > 1) n -= 1;
+    return n;
+  }
+  // PadRowWritesSlot0: every PAD row with a window reads (and, committing, writes) slot 0; in verify every
+  // real row is left out (it was verified already), in commit it stays as it is.
+  static batch::Batch pad_rows_in_slot0(const batch::Batch& b, bool commit) {
+    batch::Batch alias = b;
+    for (std::size_t i = 0; i < alias.rows.size(); ++i) {
+      BatchRow& r = alias.rows[i];
+      if (b.rows[i].slot == kPadSlot && r.T > 0) {
+        r.slot = r.write_slot = 0;
+        r.accepted = std::max(r.T, 1);  // a PAD row carries accepted = T
+      } else if (!commit) {
+        r.slot = r.write_slot = kPadSlot;
+      }
+    }
+    return alias;
+  }
+
+  Fault fault_;
+  PayloadGeometry geo_;
+  batch::Batch batch_;
+  std::vector<std::vector<float>> payload_;  // [layer][num_pages * page_tokens * row_width]
+  std::int64_t step_count_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Target> make_replay_target(Fault fault) { return std::make_unique<ReplayTarget>(fault); }
+
+}  // namespace replayssm::ref
