@@ -55,7 +55,21 @@ void Batch::validate() const {
   payload.validate_page_table(page_table, static_cast<std::int32_t>(rows.size()));
 }
 
-void verify_full_state(const Batch& b, const Layer& layer, const SequenceInputs& tokens, std::vector<float>& o) {
+namespace {
+// One real row's verify: outputs and the state after every window token, stored as `store` says.
+FullStateVerify verify_row(const Batch& b, const Layer& layer, const SequenceInputs& in, const BatchRow& r,
+                           Store store) {
+  const auto S0 = get_slot(b, *layer.pool, r.slot);
+  if (store == Store::Rounded) return full_state_verify(b.cfg, *layer.params, in, S0, StateRounding::AtCommit);
+  FullStateVerify v;
+  std::vector<float> S = S0;
+  run_recurrent<float>(b.cfg, *layer.params, in, S, v.o, &v.states);
+  return v;
+}
+}  // namespace
+
+void verify_full_state(const Batch& b, const Layer& layer, const SequenceInputs& tokens, std::vector<float>& o,
+                       Store store) {
   check_common(b, layer, tokens, o);
   const std::int64_t E = b.cfg.state_elems();
   check_size(layer.scratch, static_cast<std::int64_t>(b.rows.size()) * b.max_T * E, "layer.scratch");
@@ -65,8 +79,7 @@ void verify_full_state(const Batch& b, const Layer& layer, const SequenceInputs&
       zero_window(b, o, r);
       continue;
     }
-    const auto v = full_state_verify(b.cfg, *layer.params, tokens.slice(b.cfg, r.token_offset, r.T),
-                                     get_slot(b, *layer.pool, r.slot), StateRounding::AtCommit);
+    const auto v = verify_row(b, layer, tokens.slice(b.cfg, r.token_offset, r.T), r, store);
     write_window(b, o, r, v.o);
     for (int t = 0; t < r.T; ++t)
       std::copy(v.states[static_cast<std::size_t>(t)].begin(), v.states[static_cast<std::size_t>(t)].end(),
@@ -135,7 +148,8 @@ void check_pages(const Batch& b) {
 
 }  // namespace
 
-void verify_replay(const Batch& b, const Layer& layer, const SequenceInputs& tokens, std::vector<float>& o) {
+void verify_replay(const Batch& b, const Layer& layer, const SequenceInputs& tokens, std::vector<float>& o,
+                   Store store) {
   check_common(b, layer, tokens, o);
   check_pages(b);
   check_size(layer.payload, b.payload.elems(b.cfg), "layer.payload");
@@ -146,8 +160,11 @@ void verify_replay(const Batch& b, const Layer& layer, const SequenceInputs& tok
       continue;
     }
     const auto in = tokens.slice(b.cfg, r.token_offset, r.T);
-    const auto v = replay_verify(b.cfg, *layer.params, in, get_slot(b, *layer.pool, r.slot));
-    write_window(b, o, r, v.o);
+    if (store == Store::Rounded) {
+      write_window(b, o, r, replay_verify(b.cfg, *layer.params, in, get_slot(b, *layer.pool, r.slot)).o);
+    } else {
+      write_window(b, o, r, verify_row(b, layer, in, r, store).o);
+    }
     capture(b, *layer.payload, i, in);
   }
 }

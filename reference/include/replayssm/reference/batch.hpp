@@ -45,6 +45,12 @@ struct Batch {
   void validate() const;
 };
 
+// What the verify functions store. Rounded mirrors the kernels: outputs rounded to the act dtype and states
+// to the state dtype, each once from the F32 running values. Unrounded stores those F32 values themselves:
+// the reference side of a GPU-vs-CPU comparison whose tolerance already includes the kernel's one rounding
+// (docs/cuda.md, "Numerics"). The lifecycle targets always use Rounded.
+enum class Store : std::uint8_t { Rounded, Unrounded };
+
 // One layer's host buffers (mirrors cuda::LayerPointers). Which fields a function needs, it says.
 struct Layer {
   const LayerParams* params = nullptr;
@@ -54,8 +60,10 @@ struct Layer {
 };
 
 // (1a) Full-state verify of one layer: o, and every window token's state into layer.scratch (each rounded
-// once to the state dtype from the F32 running state: StateRounding::AtCommit). Reads layer.pool, params.
-void verify_full_state(const Batch& b, const Layer& layer, const SequenceInputs& tokens, std::vector<float>& o);
+// once to the state dtype from the F32 running state: StateRounding::AtCommit; see Store). Reads layer.pool,
+// params.
+void verify_full_state(const Batch& b, const Layer& layer, const SequenceInputs& tokens, std::vector<float>& o,
+                       Store store = Store::Rounded);
 
 // (1a) Full-state commit of all layers: for every real row with n = accepted > 0 and write_slot != PAD,
 // scratch state n-1 into pool slot write_slot. n = 0 writes nothing (in place or not). Needs pool, scratch.
@@ -64,7 +72,8 @@ void commit_copy(const Batch& b, const std::vector<Layer>& layers);
 // (1b) ReplaySSM verify of one layer: the outputs of verify_full_state, and the raw k, v, a, b of every real
 // row's window tokens into layer.payload at their paged rows. The pool is only read. Needs pool, payload,
 // params and the batch's page table.
-void verify_replay(const Batch& b, const Layer& layer, const SequenceInputs& tokens, std::vector<float>& o);
+void verify_replay(const Batch& b, const Layer& layer, const SequenceInputs& tokens, std::vector<float>& o,
+                   Store store = Store::Rounded);
 
 // (1c) ReplaySSM commit of all layers: every real row with n = accepted > 0 and write_slot != PAD replays its
 // first n payload tokens from pool slot `slot` and stores the state, rounded once, into `write_slot`
