@@ -28,6 +28,7 @@ std::string Tolerance::str() const {
     case Kind::Exact: return "exact";
     case Kind::AllClose: return "allclose(atol=" + shortest(atol) + ",rtol=" + shortest(rtol) + ")";
     case Kind::RelRms: return "rel_rms(" + shortest(ratio) + ")";
+    case Kind::Budget: return "budget(rel_rms=" + shortest(ratio) + ",atol=" + shortest(atol) + ")";
   }
   return "exact";
 }
@@ -36,6 +37,7 @@ Tolerance Tolerance::parse(const std::string& text, const std::string& field) {
   if (text == "exact") return exact();
   static const std::regex ac(R"(allclose\(atol=([0-9.eE+-]+),rtol=([0-9.eE+-]+)\))");
   static const std::regex rr(R"(rel_rms\(([0-9.eE+-]+)\))");
+  static const std::regex bu(R"(budget\(rel_rms=([0-9.eE+-]+),atol=([0-9.eE+-]+)\))");
   std::smatch m;
   // The whole number must be consumed: "1e-5e3" is not a number.
   auto num = [&](const std::string& x) {
@@ -50,6 +52,11 @@ Tolerance Tolerance::parse(const std::string& text, const std::string& field) {
       require(a >= 0 && r >= 0, field, "negative tolerance in '", text, "'");
       return allclose(a, r);
     }
+    if (std::regex_match(text, m, bu)) {
+      const double q = num(m[1].str()), a = num(m[2].str());
+      require(q >= 0 && a >= 0, field, "negative tolerance in '", text, "'");
+      return budget(q, a);
+    }
     if (std::regex_match(text, m, rr)) {
       const double q = num(m[1].str());
       require(q >= 0, field, "negative tolerance in '", text, "'");
@@ -58,7 +65,8 @@ Tolerance Tolerance::parse(const std::string& text, const std::string& field) {
   } catch (const std::logic_error&) {
     // fall through to the error below (std::stod failures)
   }
-  fail(field, "cannot parse tolerance '", text, "' (expected exact, allclose(atol=A,rtol=R) or rel_rms(Q))");
+  fail(field, "cannot parse tolerance '", text,
+       "' (expected exact, allclose(atol=A,rtol=R), rel_rms(Q) or budget(rel_rms=Q,atol=A))");
 }
 
 namespace {
@@ -104,7 +112,8 @@ CompareReport compare(const std::vector<double>& ref, const std::vector<double>&
           bad = !same_bits(a, b);
           score = bad ? (d > 0 ? d : 1e-300) : 0.0;
           break;
-        case Tolerance::Kind::AllClose: {
+        case Tolerance::Kind::AllClose:
+        case Tolerance::Kind::Budget: {
           const double bound = tol.atol + tol.rtol * std::fabs(a);
           score = bound > 0 ? d / bound : (d > 0 ? HUGE_VAL : 0.0);
           bad = d > bound;
@@ -124,11 +133,13 @@ CompareReport compare(const std::vector<double>& ref, const std::vector<double>&
   }
   r.rel_rms = sum_r2 > 0 ? std::sqrt(sum_d2 / sum_r2) : (sum_d2 > 0 ? HUGE_VAL : 0.0);
   r.ok = r.mismatches == 0;
-  if (tol.kind == Tolerance::Kind::RelRms && !(r.rel_rms <= tol.ratio)) r.ok = false;
+  if ((tol.kind == Tolerance::Kind::RelRms || tol.kind == Tolerance::Kind::Budget) && !(r.rel_rms <= tol.ratio))
+    r.ok = false;
   std::ostringstream os;
   os << (r.ok ? "ok" : "FAIL") << " [" << tol.str() << "] n=" << r.count << " mismatches=" << r.mismatches
      << " max_abs=" << fmt(r.max_abs) << " rel_rms=" << fmt(r.rel_rms);
-  if (tol.kind == Tolerance::Kind::AllClose) os << " worst_excess=" << fmt(r.worst_excess);
+  if (tol.kind == Tolerance::Kind::AllClose || tol.kind == Tolerance::Kind::Budget)
+    os << " worst_excess=" << fmt(r.worst_excess);
   if (r.count) os << " worst@" << r.worst_index << " ref=" << fmt(r.worst_ref) << " got=" << fmt(r.worst_got);
   r.message = os.str();
   return r;

@@ -5,7 +5,9 @@
 //                pattern): an exact claim is a claim of identical computation;
 //   allclose   — every element: |got - ref| <= atol + rtol * |ref|; a non-finite value is close only to
 //                the identical bit pattern, or NaN to NaN (a NaN where ref is finite always fails);
-//   rel_rms    — RMS(got - ref) / RMS(ref) <= ratio, AND every element finite where ref is finite.
+//   rel_rms    — RMS(got - ref) / RMS(ref) <= ratio, AND every element finite where ref is finite;
+//   budget     — both of a statistical and a worst-case bound: RMS(got - ref) / RMS(ref) <= ratio AND every
+//                element |got - ref| <= atol (the precision tiers' form, tier.hpp).
 // Every report names the worst element (flat index, ref, got), so a failure is never "most elements close".
 #pragma once
 
@@ -17,7 +19,7 @@
 namespace replayssm {
 
 struct Tolerance {
-  enum class Kind { Exact, AllClose, RelRms };
+  enum class Kind { Exact, AllClose, RelRms, Budget };
   Kind kind = Kind::Exact;
   double atol = 0.0;
   double rtol = 0.0;
@@ -26,9 +28,10 @@ struct Tolerance {
   static Tolerance exact() { return {}; }
   static Tolerance allclose(double atol, double rtol) { return {Kind::AllClose, atol, rtol, 0.0}; }
   static Tolerance rel_rms(double ratio) { return {Kind::RelRms, 0.0, 0.0, ratio}; }
+  static Tolerance budget(double ratio, double atol) { return {Kind::Budget, atol, 0.0, ratio}; }
 
-  // "exact", "allclose(atol=1e-05,rtol=1e-05)", "rel_rms(0.002)"; parse() accepts the same spelling and
-  // throws Error(field) on anything else.
+  // "exact", "allclose(atol=1e-05,rtol=1e-05)", "rel_rms(0.002)", "budget(rel_rms=0.005,atol=0.02)";
+  // parse() accepts the same spelling and throws Error(field) on anything else.
   std::string str() const;
   static Tolerance parse(const std::string& text, const std::string& field = "tolerance");
 };
@@ -40,7 +43,7 @@ struct CompareReport {
   std::size_t worst_index = 0;  // flat row-major index of the worst element
   double worst_ref = 0.0, worst_got = 0.0;
   double max_abs = 0.0;         // max |got - ref|
-  double worst_excess = 0.0;    // max |got-ref| / (atol + rtol|ref|) for allclose; 0 for others
+  double worst_excess = 0.0;    // max |got-ref| / (atol + rtol|ref|) for allclose and budget; 0 for others
   double rel_rms = 0.0;         // RMS(got-ref)/RMS(ref) (0 when both are zero)
   std::string message;          // one line: verdict, worst element, metrics
 

@@ -15,7 +15,17 @@ std::map<std::string, std::function<std::unique_ptr<Target>(Fault)>>& registry()
   };
   return r;
 }
+using PrefixFactory = std::function<std::unique_ptr<Target>(const std::string&, Fault)>;
+std::map<std::string, PrefixFactory>& prefixes() {
+  static std::map<std::string, PrefixFactory> p;
+  return p;
+}
 }  // namespace
+
+bool register_target_prefix(const std::string& prefix, PrefixFactory factory) {
+  prefixes()[prefix] = std::move(factory);
+  return true;
+}
 
 bool register_target(const std::string& kind, std::function<std::unique_ptr<Target>(Fault)> factory) {
   registry()[kind] = std::move(factory);
@@ -29,10 +39,13 @@ std::vector<std::string> target_kinds() {
 }
 
 std::unique_ptr<Target> make_target(const std::string& kind, Fault fault) {
+  for (const auto& [prefix, factory] : prefixes())
+    if (kind.compare(0, prefix.size(), prefix) == 0) return factory(kind.substr(prefix.size()), fault);
   const auto it = registry().find(kind);
   if (it == registry().end()) {
     std::string known;
     for (const auto& n : target_kinds()) known += (known.empty() ? "" : ", ") + n;
+    for (const auto& [prefix, factory] : prefixes()) known += ", " + prefix + "COMMAND";
     fail("target", "unknown target '", kind, "' (known: ", known, ")");
   }
   return it->second(fault);

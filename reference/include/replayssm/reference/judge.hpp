@@ -1,6 +1,7 @@
 // replayssm/reference/judge.hpp — the judge: runs every command on the oracle (full_state) and on the
 // implementation under test, then checks, after every command:
-//   1. outputs: real rows equal (bit-exact or the target's tolerance), PAD rows exactly zero on both sides;
+//   1. outputs: real rows equal (bit-exact or the target's tolerance); PAD rows exactly zero on the oracle
+//      and on a target that claims zeros (Target::pad_outputs_zero), otherwise not compared;
 //   2. request tables: residency, slots, finished state and committed token counts agree;
 //   3. committed states of every resident request in every layer, and the oracle against its own
 //      recomputation from history;

@@ -80,6 +80,9 @@ class Target {
     (void)state;
     return storage_tolerance(scale);
   }
+  // Whether PAD rows' outputs are claimed to be exact zeros (the project's own targets write zeros). The
+  // judge checks the claim; without it PAD outputs are don't-care (docs/target-protocol.md, "PAD rows").
+  virtual bool pad_outputs_zero() const { return true; }
   virtual void setup(const EngineSetup& s) = 0;
   // A slot is (re)allocated to a request: reset per-slot bookkeeping (ring cursors). Pool data stays.
   virtual void allocate(std::int32_t slot) = 0;
@@ -100,5 +103,9 @@ std::unique_ptr<Target> make_target(const std::string& kind, Fault fault = Fault
 std::vector<std::string> target_kinds();
 // Lets other builds (the CUDA one) add target kinds; returns true.
 bool register_target(const std::string& kind, std::function<std::unique_ptr<Target>(Fault)> factory);
+// Adds a family of kinds named by a prefix ("exec:" + command): make_target("exec:CMD") calls the factory
+// with "CMD". Returns true.
+bool register_target_prefix(const std::string& prefix,
+                            std::function<std::unique_ptr<Target>(const std::string& rest, Fault)> factory);
 
 }  // namespace replayssm::ref

@@ -1,0 +1,440 @@
+#include "exec_target.hpp"
+
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "child_process.hpp"
+#include "replayssm/error.hpp"
+#include "replayssm/frame.hpp"
+
+namespace replayssm::exec {
+
+using nlohmann::json;
+
+namespace {
+
+double g_timeout_s = 60.0;
+
+std::string hex64(std::uint64_t x) {
+  std::ostringstream os;
+  os << std::hex << x;
+  return os.str();
+}
+
+// --- capabilities ----------------------------------------------------------------------------------------
+template <class T, class Parse>
+std::vector<T> list_of(const json& j, const char* key, std::vector<T> def, Parse&& parse) {
+  if (!j.contains(key)) return def;
+  const std::string f = std::string("target.hello.capabilities.") + key;
+  require(j.at(key).is_array(), f, "must be an array");
+  std::vector<T> out;
+  for (const auto& e : j.at(key)) out.push_back(parse(e, f));
+  return out;
+}
+std::string str_of(const json& e, const std::string& f) {
+  require(e.is_string(), f, "entries must be strings");
+  return e.get<std::string>();
+}
+int int_of(const json& e, const std::string& f) {
+  require(e.is_number_integer(), f, "must be integers");
+  return e.get<int>();
+}
+bool bool_of(const json& j, const char* key, bool def) {
+  if (!j.contains(key)) return def;
+  require(j.at(key).is_boolean(), std::string("target.hello.capabilities.") + key, "must be true or false");
+  return j.at(key).get<bool>();
+}
+template <class T>
+bool has(const std::vector<T>& v, const T& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+}  // namespace
+
+Capabilities Capabilities::from_json(const json& j) {
+  require(j.is_object(), "target.hello.capabilities", "must be an object");
+  Capabilities c;
+  const std::string p = "target.hello.capabilities.";
+  if (j.contains("name")) c.name = str_of(j.at("name"), p + "name");
+  c.ops = list_of<Op>(j, "ops", c.ops, [](const json& e, const std::string& f) { return parse_op(str_of(e, f), f); });
+  c.act_dtypes = list_of<DType>(j, "act_dtypes", c.act_dtypes,
+                                [](const json& e, const std::string& f) { return parse_dtype(str_of(e, f), f); });
+  c.state_dtypes = list_of<DType>(j, "state_dtypes", c.state_dtypes,
+                                  [](const json& e, const std::string& f) { return parse_dtype(str_of(e, f), f); });
+  c.layouts = list_of<StateLayout>(j, "layouts", c.layouts,
+                                   [](const json& e, const std::string& f) { return parse_layout(str_of(e, f), f); });
+  c.l2norms = list_of<L2Norm>(j, "l2norms", c.l2norms,
+                              [](const json& e, const std::string& f) { return parse_l2norm(str_of(e, f), f); });
+  c.kda_gates = list_of<KdaGate>(j, "kda_gates", c.kda_gates,
+                                 [](const json& e, const std::string& f) { return parse_kda_gate(str_of(e, f), f); });
+  c.gva_ratios = list_of<int>(j, "gva_ratios", {}, int_of);
+  c.K = list_of<int>(j, "K", {}, int_of);
+  c.V = list_of<int>(j, "V", {}, int_of);
+  c.fixture_ops = list_of<std::string>(j, "fixture_ops", {}, str_of);
+  c.round_beta_to_act = bool_of(j, "round_beta_to_act", c.round_beta_to_act);
+  c.copy_slot = bool_of(j, "copy_slot", c.copy_slot);
+  c.bit_exact = bool_of(j, "bit_exact", c.bit_exact);
+  c.pad_outputs_zero = bool_of(j, "pad_outputs_zero", c.pad_outputs_zero);
+  if (j.contains("max_T")) c.max_T = int_of(j.at("max_T"), p + "max_T");
+  if (j.contains("max_layers")) c.max_layers = int_of(j.at("max_layers"), p + "max_layers");
+  require(c.max_T >= 1, p + "max_T", "must be >= 1, got ", c.max_T);
+  require(c.max_layers >= 1, p + "max_layers", "must be >= 1, got ", c.max_layers);
+  if (j.contains("tier")) c.tier = parse_tier(str_of(j.at("tier"), p + "tier"), p + "tier");
+  if (j.contains("design")) c.design = str_of(j.at("design"), p + "design");
+  return c;
+}
+
+json Capabilities::to_json() const {
+  auto names = [](const auto& v) {
+    json a = json::array();
+    for (const auto& x : v) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(x)>, DType>)
+        a.push_back(std::string(dtype_name(x)));
+      else
+        a.push_back(to_string(x));
+    }
+    return a;
+  };
+  return json{{"name", name},         {"ops", names(ops)},
+              {"act_dtypes", names(act_dtypes)}, {"state_dtypes", names(state_dtypes)},
+              {"layouts", names(layouts)},       {"l2norms", names(l2norms)},
+              {"kda_gates", names(kda_gates)},   {"round_beta_to_act", round_beta_to_act},
+              {"gva_ratios", gva_ratios},        {"K", K},
+              {"V", V},                          {"max_T", max_T},
+              {"max_layers", max_layers},        {"copy_slot", copy_slot},
+              {"bit_exact", bit_exact},          {"tier", to_string(tier)},
+              {"pad_outputs_zero", pad_outputs_zero}, {"design", design},
+              {"fixture_ops", fixture_ops}};
+}
+
+std::string Capabilities::unsupported(const ModelConfig& cfg, int max_T_wanted) const {
+  std::ostringstream why;
+  if (!has(ops, cfg.op)) why << "op " << to_string(cfg.op) << "; ";
+  if (!has(act_dtypes, cfg.act_dtype)) why << "act_dtype " << dtype_name(cfg.act_dtype) << "; ";
+  if (!has(state_dtypes, cfg.state_dtype)) why << "state_dtype " << dtype_name(cfg.state_dtype) << "; ";
+  if (!has(layouts, cfg.layout)) why << "layout " << to_string(cfg.layout) << "; ";
+  if (!has(l2norms, cfg.l2norm)) why << "l2norm " << to_string(cfg.l2norm) << "; ";
+  if (cfg.op == Op::KDA && !has(kda_gates, cfg.kda_gate)) why << "kda_gate " << to_string(cfg.kda_gate) << "; ";
+  if (cfg.round_beta_to_act && !round_beta_to_act) why << "round_beta_to_act; ";
+  if (!gva_ratios.empty() && !has(gva_ratios, cfg.G())) why << "GVA ratio " << cfg.G() << "; ";
+  if (!K.empty() && !has(K, cfg.K)) why << "K = " << cfg.K << "; ";
+  if (!V.empty() && !has(V, cfg.V)) why << "V = " << cfg.V << "; ";
+  if (max_T_wanted > max_T) why << "max_T = " << max_T_wanted << " (the target takes up to " << max_T << "); ";
+  if (cfg.num_layers > max_layers) why << "num_layers = " << cfg.num_layers << "; ";
+  std::string s = why.str();
+  if (!s.empty()) s = "not supported by the target: " + s.substr(0, s.size() - 2);
+  return s;
+}
+
+void set_timeout(double seconds) {
+  require(seconds > 0, "target-timeout", "must be > 0, got ", seconds);
+  g_timeout_s = seconds;
+}
+double timeout() { return g_timeout_s; }
+
+// --- connection ------------------------------------------------------------------------------------------
+namespace {
+
+// One running implementation: framed request/answer with a deadline. A transport failure kills it.
+class Connection {
+ public:
+  explicit Connection(const std::string& command) : child_(command) {
+    Frame hello;
+    hello.msg = json{{"op", "hello"}, {"protocol", kProtocolName}, {"version", {kProtocolMajor, kProtocolMinor}}};
+    const Frame a = call(hello, "hello");
+    require(a.msg.value("protocol", "") == kProtocolName, "target.hello.protocol", "is '",
+            a.msg.value("protocol", ""), "', expected ", kProtocolName);
+    const auto& v = a.msg.contains("version") ? a.msg.at("version") : json();
+    require(v.is_array() && v.size() == 2 && v[0].is_number_integer() && v[1].is_number_integer(),
+            "target.hello.version", "must be [major, minor]");
+    require(v[0].get<int>() == kProtocolMajor, "target.hello.version", "protocol major version ", v[0].get<int>(),
+            " is not supported (this judge speaks ", kProtocolMajor, ".", kProtocolMinor, ")");
+    caps_ = Capabilities::from_json(a.msg.contains("capabilities") ? a.msg.at("capabilities") : json::object());
+  }
+  ~Connection() {
+    if (alive_) {
+      try {
+        Frame bye;
+        bye.msg = json{{"op", "shutdown"}};
+        send(bye, std::chrono::steady_clock::now() + std::chrono::seconds(2));
+      } catch (const Error&) {
+      }
+    }
+  }
+
+  const Capabilities& caps() const { return caps_; }
+  bool alive() const { return alive_; }
+
+  // Sends a command, returns the answer; an error answer is Error("target.<op>[.field]"), a transport or
+  // framing failure kills the process and is Error naming what happened, with the stderr tail.
+  Frame call(const Frame& request, const std::string& op) {
+    require(alive_, "target." + op, "the target process failed earlier (", child_.status(), ")");
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long long>(g_timeout_s * 1000));
+    Frame answer;
+    try {
+      send(request, deadline);
+      answer = receive(op, deadline);
+    } catch (const Error& e) {
+      alive_ = false;
+      child_.kill();
+      const std::string tail = child_.stderr_tail();
+      fail(e.field() == "target.io" ? "target." + op : e.field(), e.what(), " [command '", op, "', target ",
+           child_.status(), "]", tail.empty() ? "" : "\n--- target stderr (last lines) ---\n" + last_lines(tail, 40));
+    }
+    if (answer.msg.value("ok", false) != true) {
+      const auto& err = answer.msg.contains("error") ? answer.msg.at("error") : json::object();
+      const std::string field = err.is_object() && err.contains("field") && err.at("field").is_string()
+                                    ? err.at("field").get<std::string>()
+                                    : "";
+      const std::string message = err.is_object() && err.contains("message") && err.at("message").is_string()
+                                      ? err.at("message").get<std::string>()
+                                      : answer.msg.dump();
+      fail("target." + op + (field.empty() ? "" : "." + field), "the target refused: ", message);
+    }
+    return answer;
+  }
+
+ private:
+  static std::string last_lines(const std::string& s, int n) {
+    std::size_t pos = s.size();
+    for (int i = 0; i < n && pos > 0; ++i) {
+      pos = s.rfind('\n', pos - 1);
+      if (pos == std::string::npos) return s;
+    }
+    return s.substr(pos + 1);
+  }
+  void send(const Frame& f, ChildProcess::Deadline deadline) {
+    const auto bytes = encode_frame(f);
+    child_.write_all(bytes.data(), bytes.size(), deadline);
+  }
+  Frame receive(const std::string& op, ChildProcess::Deadline deadline) {
+    std::uint8_t len[8];
+    child_.read_exact(len, 8, deadline);
+    std::uint64_t n = 0;
+    for (int i = 0; i < 8; ++i) n |= static_cast<std::uint64_t>(len[i]) << (8 * i);
+    require(n <= kDefaultMaxFrameBytes, "target." + op + ".frame", "declares ", n, " bytes, more than the cap of ",
+            kDefaultMaxFrameBytes);
+    std::vector<std::uint8_t> body(static_cast<std::size_t>(n));
+    child_.read_exact(body.data(), body.size(), deadline);
+    return decode_frame(body, "target." + op + ".frame");
+  }
+
+  ChildProcess child_;
+  bool alive_ = true;
+  Capabilities caps_;
+};
+
+// One live process per command line, reused by every case of a campaign until it fails.
+std::shared_ptr<Connection> connect(const std::string& command) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<Connection>> live;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& c = live[command];
+  if (!c || !c->alive()) c = std::make_shared<Connection>(command);
+  return c;
+}
+
+}  // namespace
+
+Capabilities capabilities(const std::string& command) { return connect(command)->caps(); }
+
+// --- the target ------------------------------------------------------------------------------------------
+namespace {
+
+json rows_json(const std::vector<ref::TargetRow>& rows) {
+  json a = json::array();
+  for (const auto& r : rows)
+    a.push_back(json{{"slot", r.row.slot},
+                     {"write_slot", r.row.write_slot},
+                     {"T", r.row.T},
+                     {"token_offset", r.row.token_offset},
+                     {"accepted", r.row.accepted},
+                     {"kind", r.kind == ref::RowKind::Prefill ? "prefill" : "verify"},
+                     {"fresh", r.fresh}});
+  return a;
+}
+
+const Tensor& tensor(const Frame& f, const std::string& name, DType dtype, const Shape& shape, const std::string& field) {
+  const auto it = f.tensors.find(name);
+  require(it != f.tensors.end(), field, "is missing from the answer");
+  require(it->second.dtype == dtype, field, "has dtype ", std::string(dtype_name(it->second.dtype)), ", expected ",
+          std::string(dtype_name(dtype)));
+  require(it->second.shape == shape, field, "has shape ", shape_str(it->second.shape), ", expected ", shape_str(shape));
+  return it->second;
+}
+
+std::uint64_t parse_hex64(const json& j, const std::string& field) {
+  require(j.is_string(), field, "must be a hexadecimal string");
+  const std::string s = j.get<std::string>();
+  require(!s.empty() && s.size() <= 16 && s.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos, field,
+          "'", s, "' is not a 64-bit hexadecimal digest");
+  return std::stoull(s, nullptr, 16);
+}
+
+class ExecTarget : public ref::Target {
+ public:
+  explicit ExecTarget(std::string command) : command_(std::move(command)), conn_(connect(command_)) {}
+  std::string name() const override { return "exec:" + command_; }
+  bool bit_exact() const override { return conn_->caps().bit_exact; }
+  bool pad_outputs_zero() const override { return conn_->caps().pad_outputs_zero; }
+  Tolerance tolerance(double scale, bool state) const override {
+    return tier_tolerance(conn_->caps().tier, s_.cfg, scale, state);
+  }
+
+  void setup(const ref::EngineSetup& s) override {
+    const std::string why = conn_->caps().unsupported(s.cfg, s.max_T);
+    require(why.empty(), "target.setup", why);
+    s_ = s;
+    stride_ = s.pool_geometry().stride(s.cfg);
+    Frame f;
+    std::uint32_t poison_bits = 0;
+    std::memcpy(&poison_bits, &s.poison, 4);
+    f.msg = json{{"op", "setup"}, {"setup", s.to_json()}, {"poison_bits", hex64(poison_bits)}};
+    for (std::size_t l = 0; l < s.params.size(); ++l) {
+      const auto& p = s.params[l];
+      f.tensors["A_log." + std::to_string(l)] = Tensor::from_f32(DType::F32, {s.cfg.HV}, p.A_log);
+      f.tensors["dt_bias." + std::to_string(l)] =
+          Tensor::from_f32(DType::F32, {s.cfg.HV, s.cfg.a_width()}, p.dt_bias);
+    }
+    conn_->call(f, "setup");
+    const auto L = static_cast<std::size_t>(s.cfg.num_layers);
+    mirror_.assign(L, std::vector<float>(static_cast<std::size_t>(s.num_slots * stride_), s.poison));
+    mirror_digests_.assign(L, std::vector<std::uint64_t>(static_cast<std::size_t>(2 * s.num_slots), 0));
+    mirror_valid_.assign(L, false);
+    states_.clear();
+  }
+
+  void allocate(std::int32_t slot) override {
+    simple(json{{"op", "allocate"}, {"slot", slot}}, "allocate");
+  }
+
+  std::vector<std::vector<float>> step(const std::vector<ref::TargetRow>& rows,
+                                       const std::vector<ref::SequenceInputs>& inputs) override {
+    const auto& cfg = s_.cfg;
+    const std::int64_t N = inputs.empty() ? 0 : inputs[0].T;
+    Frame f;
+    f.msg = json{{"op", "step"}, {"rows", rows_json(rows)}, {"total_tokens", N}};
+    for (std::size_t l = 0; l < inputs.size(); ++l) {
+      const auto& in = inputs[l];
+      const std::string sfx = "." + std::to_string(l);
+      f.tensors["q" + sfx] = Tensor::from_f32(cfg.act_dtype, {N, cfg.H, cfg.K}, in.q);
+      f.tensors["k" + sfx] = Tensor::from_f32(cfg.act_dtype, {N, cfg.H, cfg.K}, in.k);
+      f.tensors["v" + sfx] = Tensor::from_f32(cfg.act_dtype, {N, cfg.HV, cfg.V}, in.v);
+      f.tensors["a" + sfx] = Tensor::from_f32(cfg.act_dtype, {N, cfg.HV, cfg.a_width()}, in.a);
+      f.tensors["b" + sfx] = Tensor::from_f32(cfg.act_dtype, {N, cfg.HV}, in.b);
+    }
+    const Frame a = mutate(f, "step");
+    std::vector<std::vector<float>> out;
+    for (std::size_t l = 0; l < inputs.size(); ++l) {
+      const std::string name = "o." + std::to_string(l);
+      out.push_back(tensor(a, name, cfg.act_dtype, {N, cfg.HV, cfg.V}, "target.step." + name).to_f32());
+    }
+    return out;
+  }
+
+  void commit(const std::vector<ref::TargetRow>& rows) override {
+    Frame f;
+    f.msg = json{{"op", "commit"}, {"rows", rows_json(rows)}};
+    mutate(f, "commit");
+  }
+
+  void copy_slot(std::int32_t src, std::int32_t dst) override {
+    require(conn_->caps().copy_slot, "target.copy_slot", "the target does not implement copy_slot");
+    simple(json{{"op", "copy_slot"}, {"src", src}, {"dst", dst}}, "copy_slot");
+  }
+
+  std::vector<float> committed_state(std::int32_t layer, std::int32_t slot) const override {
+    const auto& cfg = s_.cfg;
+    auto& cached = states_[{layer, slot}];
+    Frame f;
+    f.msg = json{{"op", "committed_state"}, {"layer", layer}, {"slot", slot}};
+    if (cached.valid) f.msg["known"] = hex64(cached.digest);
+    const Frame a = conn_->call(f, "committed_state");
+    const std::uint64_t d = parse_hex64(a.msg.contains("digest") ? a.msg.at("digest") : json(),
+                                        "target.committed_state.digest");
+    if (cached.valid && d == cached.digest && !a.tensors.count("state")) return cached.values;
+    const Shape shape = cfg.layout == StateLayout::KV ? Shape{cfg.HV, cfg.K, cfg.V} : Shape{cfg.HV, cfg.V, cfg.K};
+    cached.values = tensor(a, "state", cfg.state_dtype, shape, "target.committed_state.state").to_f32();
+    cached.digest = d;
+    cached.valid = true;
+    return cached.values;
+  }
+
+  std::vector<float> pool(std::int32_t layer) const override {
+    const auto l = static_cast<std::size_t>(layer);
+    require(l < mirror_.size(), "layer", "is ", layer, ", outside [0, ", mirror_.size(), ")");
+    if (mirror_valid_[l]) return mirror_[l];
+    Frame f;
+    json known = json::array();
+    for (auto d : mirror_digests_[l]) known.push_back(hex64(d));
+    f.msg = json{{"op", "pool"}, {"layer", layer}, {"known", known}};
+    const Frame a = conn_->call(f, "pool");
+    const auto& digests = a.msg.contains("digests") ? a.msg.at("digests") : json();
+    require(digests.is_array() && digests.size() == 2u * static_cast<std::size_t>(s_.num_slots), "target.pool.digests",
+            "must list 2 digests per slot (", 2 * s_.num_slots, ")");
+    const auto& slots = a.msg.contains("slots") ? a.msg.at("slots") : json();
+    require(slots.is_array(), "target.pool.slots", "must be an array of slot indices");
+    const auto k = static_cast<std::int64_t>(slots.size());
+    if (k > 0) {
+      const auto values = tensor(a, "values", s_.cfg.state_dtype, {k, stride_}, "target.pool.values").to_f32();
+      for (std::int64_t i = 0; i < k; ++i) {
+        const auto& js = slots[static_cast<std::size_t>(i)];
+        require(js.is_number_integer() && js.get<std::int64_t>() >= 0 && js.get<std::int64_t>() < s_.num_slots,
+                "target.pool.slots", "entry ", i, " is not a slot index in [0, ", s_.num_slots, ")");
+        const auto s = js.get<std::int64_t>();
+        std::copy(values.begin() + i * stride_, values.begin() + (i + 1) * stride_,
+                  mirror_[l].begin() + s * stride_);
+      }
+    }
+    for (std::size_t i = 0; i < digests.size(); ++i)
+      mirror_digests_[l][i] = parse_hex64(digests[i], "target.pool.digests");
+    mirror_valid_[l] = true;
+    return mirror_[l];
+  }
+
+ private:
+  struct CachedState {
+    bool valid = false;
+    std::uint64_t digest = 0;
+    std::vector<float> values;
+  };
+  Frame mutate(const Frame& f, const std::string& op) {
+    std::fill(mirror_valid_.begin(), mirror_valid_.end(), false);
+    return conn_->call(f, op);
+  }
+  void simple(json msg, const std::string& op) {
+    Frame f;
+    f.msg = std::move(msg);
+    mutate(f, op);
+  }
+
+  std::string command_;
+  std::shared_ptr<Connection> conn_;
+  ref::EngineSetup s_;
+  std::int64_t stride_ = 0;
+  mutable std::vector<std::vector<float>> mirror_;                // [layer][num_slots * stride], as last fetched
+  mutable std::vector<std::vector<std::uint64_t>> mirror_digests_;  // [layer][2 * slot + (0 state, 1 gap)]
+  mutable std::vector<bool> mirror_valid_;                          // no mutating command since the fetch
+  mutable std::map<std::pair<std::int32_t, std::int32_t>, CachedState> states_;
+};
+
+}  // namespace
+
+std::unique_ptr<ref::Target> make_exec_target(const std::string& command) {
+  require(!command.empty(), "target", "exec: needs a command, e.g. exec:'python3 my_target.py'");
+  return std::make_unique<ExecTarget>(command);
+}
+
+bool register_exec_targets() {
+  return ref::register_target_prefix("exec:", [](const std::string& command, ref::Fault fault) {
+    require(fault == ref::Fault::None, "fault", "faults are injected into the project's own targets only; an exec: "
+                                                "target carries its own");
+    return make_exec_target(command);
+  });
+}
+
+}  // namespace replayssm::exec

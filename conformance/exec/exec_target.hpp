@@ -1,0 +1,69 @@
+// The lifecycle target of an implementation in its own process ("exec:COMMAND"): the reference's Target
+// interface spoken over the target protocol (docs/target-protocol.md) to `/bin/sh -c COMMAND`.
+//
+// One process serves every judged case of a campaign (setup resets it); a process that fails (exits,
+// crashes, hangs past the per-command timeout, writes a malformed frame or a tensor of the wrong shape or
+// dtype) is killed and the next case starts a fresh one. Every failure is an Error whose field names the
+// command and the field ("target.step.o.1", "target.io", "target.hello.version", ...) and whose message
+// carries the child's status and the tail of its stderr.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "replayssm/compare.hpp"
+#include "replayssm/config.hpp"
+#include "replayssm/reference/target.hpp"
+#include "replayssm/tier.hpp"
+
+namespace replayssm::exec {
+
+inline constexpr int kProtocolMajor = 1, kProtocolMinor = 0;
+inline constexpr const char* kProtocolName = "replayssm.target";
+
+// What an implementation says it can do (the "capabilities" object of its hello answer).
+struct Capabilities {
+  std::string name;                                        // the implementation's own name
+  std::vector<Op> ops{Op::GDN, Op::KDA};
+  std::vector<DType> act_dtypes{DType::F32, DType::BF16};
+  std::vector<DType> state_dtypes{DType::F32, DType::BF16};
+  std::vector<StateLayout> layouts{StateLayout::VK, StateLayout::KV};
+  std::vector<L2Norm> l2norms{L2Norm::RsqrtMul, L2Norm::DivSqrt};
+  std::vector<KdaGate> kda_gates{KdaGate::Softplus, KdaGate::LowerBoundSigmoid};
+  bool round_beta_to_act = true;                           // supports configs that round beta through bf16
+  std::vector<int> gva_ratios;                             // empty: any HV / H
+  std::vector<int> K, V;                                   // empty: any
+  int max_T = 64;
+  int max_layers = 1 << 20;
+  bool copy_slot = true;
+  bool bit_exact = false;                                  // claims bit-exact agreement with the oracle
+  Tier tier = Tier::Fp32;                                  // the precision tier it claims (tier.hpp)
+  bool pad_outputs_zero = false;                           // claims PAD rows' outputs are exact zeros
+  std::string design = "other";                            // full_state, replay, spec_ring, decode_ring, other
+  std::vector<std::string> fixture_ops;                    // fixture ops it implements (docs/target-protocol.md)
+
+  // Reads the hello answer's "capabilities" object; Error("target.hello.capabilities.<key>").
+  static Capabilities from_json(const nlohmann::json& j);
+  nlohmann::json to_json() const;
+  // "" when cfg (with max_T and num_layers) is inside the capabilities, else why not ("act_dtype BF16 not
+  // supported").
+  std::string unsupported(const ModelConfig& cfg, int max_T) const;
+};
+
+// Per-command timeout of every exec target (seconds; default 60).
+void set_timeout(double seconds);
+double timeout();
+
+// Capabilities of the implementation behind COMMAND (starts it if needed).
+Capabilities capabilities(const std::string& command);
+
+// The target for "exec:COMMAND"; make_target("exec:...") calls this after register_exec_targets().
+std::unique_ptr<ref::Target> make_exec_target(const std::string& command);
+// Makes ref::make_target accept "exec:COMMAND". Returns true.
+bool register_exec_targets();
+
+}  // namespace replayssm::exec

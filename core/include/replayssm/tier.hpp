@@ -1,0 +1,41 @@
+// replayssm/tier.hpp — precision tiers: the named tolerance vocabulary an implementation claims (in its
+// protocol handshake, or as an argument of the fixture check). The error budget of each tier is derived in
+// docs/numerics.md ("Precision tiers") from the operation order and counts, never fitted to a result:
+//   fp32 — IEEE fp32 arithmetic and fp32 storage of every intermediate (the reference's own precision);
+//   tf32 — dot products with TF32 operands (10 explicit mantissa bits, as tensor cores and Triton's default
+//          tl.dot use), fp32 accumulation, fp32 state;
+//   bf16 — bf16 storage of per-token intermediates or records (chunk intermediates, ring records u and k),
+//          fp32 arithmetic and fp32 state.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "replayssm/compare.hpp"
+#include "replayssm/config.hpp"
+
+namespace replayssm {
+
+enum class Tier : std::uint8_t { Fp32, Tf32, Bf16 };
+
+std::string to_string(Tier t);                                          // "fp32", "tf32", "bf16"
+Tier parse_tier(const std::string& s, const std::string& field = "tier");  // Error(field) listing the names
+std::vector<Tier> all_tiers();
+
+// Unit roundoff of the tier's arithmetic: fp32 2^-24, tf32 2^-11 (10 explicit mantissa bits), bf16 2^-9.
+double unit_roundoff(Tier t);
+
+// The comparison of an implementation claiming tier `t` against the fp32 oracle, for one compared tensor
+// of largest reference magnitude `scale`: an output (state = false) or a committed state (state = true) of
+// a model cfg. docs/numerics.md ("Precision tiers") derives every constant:
+//   fp32 — allclose(atol = 2e-5 * max(1, scale)): reordered fp32 sums and fused multiply-adds, worst case;
+//   tf32, bf16 — budget(rel_rms = 8 u, atol = 2 u sqrt(K) * max(1, scale)) with u = unit_roundoff(t): a
+//          statistical bound on the relative RMS (one rounded-operand dot product per token, state errors
+//          damped by the contraction of the update; 8 standard deviations) plus the worst case of one dot
+//          product with every operand rounded, as the worst-element bound;
+// and, for every tier, no tighter than a bf16 storage difference where the compared tensor (or, for an
+// output, the state it reads) is stored in bf16: atol = 2^-6 * max(1, scale) (target.hpp storage_tolerance).
+Tolerance tier_tolerance(Tier t, const ModelConfig& cfg, double scale, bool state);
+
+}  // namespace replayssm
