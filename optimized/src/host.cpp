@@ -1,5 +1,5 @@
 // Host side of the CUDA kernels: descriptor validation, device buffers, the validated device batch and the
-// checked launchers. Compiled by the host compiler; the kernels live in kernels.cu behind launch.hpp.
+// checked launchers. Compiled by the host compiler; the kernels live in the .cu files behind launch.hpp.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -20,7 +20,8 @@ namespace replayssm::cuda {
 using detail::DevCfg;
 using detail::DevLayer;
 using detail::DevRow;
-using detail::StepArgs;
+using detail::LaunchArgs;
+using detail::L2Mode;
 
 static_assert(sizeof(DevRow) == sizeof(BatchRow) && offsetof(DevRow, slot) == offsetof(BatchRow, slot) &&
                   offsetof(DevRow, write_slot) == offsetof(BatchRow, write_slot) &&
@@ -60,7 +61,9 @@ DevCfg dev_cfg(const ModelConfig& cfg, const PoolGeometry& pool) {
   c.V = cfg.V;
   c.G = cfg.G();
   c.a_width = cfg.a_width();
-  c.l2norm = cfg.l2norm == L2Norm::RsqrtMul ? 0 : cfg.l2norm == L2Norm::DivSqrt ? 1 : 2;
+  c.l2norm = cfg.l2norm == L2Norm::RsqrtMul ? L2Mode::RsqrtMul
+             : cfg.l2norm == L2Norm::DivSqrt ? L2Mode::DivSqrt
+                                              : L2Mode::None;
   c.l2_eps = cfg.l2_eps;
   c.q_scale = static_cast<float>(cfg.scale());
   c.round_beta_act = cfg.round_beta_to_act && cfg.act_dtype == DType::BF16;
@@ -320,23 +323,23 @@ bool DeviceBatch::persistent() const {
 // -------------------------------------------------------------------------------------------------------
 namespace {
 
-StepArgs base_args(const DeviceBatch& b) {
-  StepArgs a;
-  a.c = dev_cfg(b.cfg(), b.pool());
-  a.rows = reinterpret_cast<const DevRow*>(b.d_rows());
-  a.num_rows = static_cast<int>(b.rows().size());
-  a.max_T = b.max_T();
-  a.pages = b.d_page_table();
-  a.page_tokens = b.payload().page_tokens;
-  a.pages_per_row = b.payload().pages_per_row;
-  a.row_width = PayloadGeometry::row_width(b.cfg());
-  a.layers = reinterpret_cast<const DevLayer*>(b.d_layers());
-  a.num_layers = b.pool().num_layers;
-  a.persistent = b.persistent() ? 1 : 0;
-  return a;
+LaunchArgs base_args(const DeviceBatch& b) {
+  LaunchArgs args;
+  args.c = dev_cfg(b.cfg(), b.pool());
+  args.rows = reinterpret_cast<const DevRow*>(b.d_rows());
+  args.num_rows = static_cast<int>(b.rows().size());
+  args.max_T = b.max_T();
+  args.pages = b.d_page_table();
+  args.page_tokens = b.payload().page_tokens;
+  args.pages_per_row = b.payload().pages_per_row;
+  args.row_width = PayloadGeometry::row_width(b.cfg());
+  args.layers = reinterpret_cast<const DevLayer*>(b.d_layers());
+  args.num_layers = b.pool().num_layers;
+  args.persistent = b.persistent() ? 1 : 0;
+  return args;
 }
 
-void layer_args(StepArgs& a, const LayerPointers& layer, const TokenInputs& in, void* o) {
+void layer_args(LaunchArgs& args, const LayerPointers& layer, const TokenInputs& in, void* o) {
   require_ptr(layer.pool, "layer.pool");
   require_ptr(layer.A_log, "layer.A_log");
   require_ptr(layer.dt_bias, "layer.dt_bias");
@@ -346,11 +349,11 @@ void layer_args(StepArgs& a, const LayerPointers& layer, const TokenInputs& in, 
   require_ptr(in.a, "in.a");
   require_ptr(in.b, "in.b");
   require_ptr(o, "o");
-  a.q = in.q, a.k = in.k, a.v = in.v, a.a = in.a, a.b = in.b;
-  a.A_log = layer.A_log;
-  a.dt_bias = layer.dt_bias;
-  a.pool = layer.pool;
-  a.o = o;
+  args.q = in.q, args.k = in.k, args.v = in.v, args.a = in.a, args.b = in.b;
+  args.A_log = layer.A_log;
+  args.dt_bias = layer.dt_bias;
+  args.pool = layer.pool;
+  args.o = o;
 }
 
 void require_layers(const DeviceBatch& b, LayerNeeds needs) {
@@ -361,37 +364,37 @@ void require_layers(const DeviceBatch& b, LayerNeeds needs) {
 }  // namespace
 
 void verify_full_state(const DeviceBatch& b, const LayerPointers& layer, const TokenInputs& in, void* o, Stream s) {
-  StepArgs a = base_args(b);
-  layer_args(a, layer, in, o);
+  LaunchArgs args = base_args(b);
+  layer_args(args, layer, in, o);
   require_ptr(layer.scratch, "layer.scratch");
-  a.scratch = layer.scratch;
-  check_grid(static_cast<long long>(a.num_rows) * a.c.HV * a.c.tiles, "rows");
-  check_launch(detail::launch_verify(a, s), "verify_full_state");
+  args.scratch = layer.scratch;
+  check_grid(static_cast<long long>(args.num_rows) * args.c.HV * args.c.tiles, "rows");
+  check_launch(detail::launch_verify(args, s), "verify_full_state");
 }
 
 void verify_replay(const DeviceBatch& b, const LayerPointers& layer, const TokenInputs& in, void* o, Stream s) {
-  StepArgs a = base_args(b);
-  layer_args(a, layer, in, o);
+  LaunchArgs args = base_args(b);
+  layer_args(args, layer, in, o);
   require(b.has_pages(), "page_table", "verify_replay needs a page table (set_rows)");
   require_ptr(layer.payload, "layer.payload");
-  a.payload = layer.payload;
-  check_grid(static_cast<long long>(a.num_rows) * a.c.HV * a.c.tiles, "rows");
-  check_launch(detail::launch_verify(a, s), "verify_replay");
+  args.payload = layer.payload;
+  check_grid(static_cast<long long>(args.num_rows) * args.c.HV * args.c.tiles, "rows");
+  check_launch(detail::launch_verify(args, s), "verify_replay");
 }
 
 void commit_copy(const DeviceBatch& b, Stream s) {
   require_layers(b, LayerNeeds{true, false, true, false});
-  StepArgs a = base_args(b);
-  check_grid(static_cast<long long>(a.num_layers) * a.num_rows * a.c.HV, "rows");
-  check_launch(detail::launch_commit_copy(a, s), "commit_copy");
+  LaunchArgs args = base_args(b);
+  check_grid(static_cast<long long>(args.num_layers) * args.num_rows * args.c.HV, "rows");
+  check_launch(detail::launch_commit_copy(args, s), "commit_copy");
 }
 
 void commit_replay(const DeviceBatch& b, Stream s) {
   require_layers(b, LayerNeeds{true, true, false, true});
   require(b.has_pages(), "page_table", "commit_replay needs a page table (set_rows)");
-  StepArgs a = base_args(b);
-  check_grid(static_cast<long long>(a.num_layers) * a.num_rows * a.c.HV * a.c.tiles, "rows");
-  check_launch(detail::launch_commit_replay(a, s), "commit_replay");
+  LaunchArgs args = base_args(b);
+  check_grid(static_cast<long long>(args.num_layers) * args.num_rows * args.c.HV * args.c.tiles, "rows");
+  check_launch(detail::launch_commit_replay(args, s), "commit_replay");
 }
 
 void ring_decode(const DeviceBatch& b, const LayerPointers& layer, const RingPointers& ring, const TokenInputs& in,
@@ -401,18 +404,18 @@ void ring_decode(const DeviceBatch& b, const LayerPointers& layer, const RingPoi
   for (std::size_t i = 0; i < b.rows().size(); ++i)
     require(b.rows()[i].slot == kPadSlot || b.rows()[i].T == 1, "rows[" + std::to_string(i) + "].T",
             "ring decode takes one token per row, got ", b.rows()[i].T);
-  StepArgs a = base_args(b);
-  layer_args(a, layer, in, o);
+  LaunchArgs args = base_args(b);
+  layer_args(args, layer, in, o);
   require_ptr(ring.u, "ring.u");
   require_ptr(ring.k, "ring.k");
   require_ptr(ring.g, "ring.g");
-  a.ring_u = ring.u;
-  a.ring_k = ring.k;
-  a.ring_g = ring.g;
-  a.write_pos = b.d_write_pos();
-  a.ring_L = b.ring_length();
-  check_grid(static_cast<long long>(a.num_rows) * a.c.HV * a.c.tiles, "rows");
-  check_launch(detail::launch_ring_decode(a, s), "ring_decode");
+  args.ring_u = ring.u;
+  args.ring_k = ring.k;
+  args.ring_g = ring.g;
+  args.write_pos = b.d_write_pos();
+  args.ring_len = b.ring_length();
+  check_grid(static_cast<long long>(args.num_rows) * args.c.HV * args.c.tiles, "rows");
+  check_launch(detail::launch_ring_decode(args, s), "ring_decode");
 }
 
 }  // namespace replayssm::cuda
