@@ -29,7 +29,7 @@ __global__ void __launch_bounds__(128) commit_replay_kernel(const LaunchArgs arg
   float s[kNR][kEK];
   load_tile<LK>(c, state_head(c, layer.pool, row.slot, hv), r0, kl, s);
   const float A_log = __ldg(layer.A_log + hv);
-  const float* dtb = layer.dt_bias + static_cast<long long>(hv) * c.a_width;
+  const float* dtb = layer.dt_bias + static_cast<long long>(hv) * c.a_width();
   auto stage_chunk = [&](int t0, int nt) {
     stage_commit_chunk<LK, KDA, false>(args, st, layer.payload, at.r, t0, nt, h, hv, lg.tile_base, A_log, dtb);
     __syncthreads();
@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(128, 1) commit_pipe_kernel(const LaunchArgs ar
   const LaneGeo<LK> lg(c, 0);
   const int kl = lg.kl;
   const Stage st(reinterpret_cast<float*>(smem4), c, lg.VT, args.max_T);
-  char* buf = reinterpret_cast<char*>(smem4) + stage_bytes_16<int>(args.max_T, c.K, c.a_width, lg.VT);
+  char* buf = reinterpret_cast<char*>(smem4) + stage_bytes_16<int>(args.max_T, c.K, c.a_width(), lg.VT);
   auto next_real = [&](long long w) {
     for (; w < total; w += gridDim.x) {
       const DevRow row = args.rows[item_coords(c, args.num_rows, w).r];
@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(128, 1) commit_pipe_kernel(const LaunchArgs ar
     const int n = row.accepted, hv = at.hv, h = hv / c.G;
     const int tile_base = at.tile * lg.VT, r0 = tile_base + lg.lrow0;
     const float A_log = __ldg(layer.A_log + hv);
-    const float* dtb = layer.dt_bias + static_cast<long long>(hv) * c.a_width;
+    const float* dtb = layer.dt_bias + static_cast<long long>(hv) * c.a_width();
     const long long nxt = next_real(cur + gridDim.x);
     float s[kNR][kEK];
     __syncthreads();  // the stage is free (previous item)

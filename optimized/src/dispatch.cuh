@@ -32,7 +32,7 @@ int launch_per_tile(KernelT kernel, const LaunchArgs& args, long long items, voi
   const dim3 block(32 * args.c.warps);
   if (grid == 0) return 0;
   const int VT = v_tile_rows(args.c.warps, args.c.LK);
-  const std::size_t smem = sizeof(float) * stage_floats<std::size_t>(kTC, args.c.K, args.c.a_width, VT);
+  const std::size_t smem = sizeof(float) * stage_floats<std::size_t>(kTC, args.c.K, args.c.a_width(), VT);
   if (smem > 48 * 1024) return static_cast<int>(cudaErrorInvalidValue);
   kernel<<<grid, block, smem, static_cast<cudaStream_t>(stream)>>>(args);
   return static_cast<int>(cudaGetLastError());
@@ -46,7 +46,7 @@ int launch_persistent(KernelT kernel, const LaunchArgs& args, long long items, v
   const int threads = 32 * args.c.warps;
   const int VT = v_tile_rows(args.c.warps, args.c.LK);
   const std::size_t stage =
-      stage_bytes_16<std::size_t>(static_cast<std::size_t>(args.max_T), args.c.K, args.c.a_width, VT);
+      stage_bytes_16<std::size_t>(static_cast<std::size_t>(args.max_T), args.c.K, args.c.a_width(), VT);
   const std::size_t smem = stage + static_cast<std::size_t>(threads) * kNR * 4 * (args.c.state_bf16 ? 8 : 16);
   unsigned grid = 0;
   const int rc = persistent_grid(reinterpret_cast<const void*>(kernel), threads, smem, items, &grid);

@@ -60,7 +60,7 @@ DevCfg dev_cfg(const ModelConfig& cfg, const PoolGeometry& pool) {
   c.K = cfg.K;
   c.V = cfg.V;
   c.G = cfg.G();
-  c.a_width = cfg.a_width();
+  c.aw = cfg.a_width();
   c.l2norm = cfg.l2norm == L2Norm::RsqrtMul ? L2Mode::RsqrtMul
              : cfg.l2norm == L2Norm::DivSqrt ? L2Mode::DivSqrt
                                               : L2Mode::None;
@@ -133,8 +133,7 @@ std::int64_t full_state_scratch_bytes(const ModelConfig& cfg, std::int32_t max_r
 }
 
 std::int64_t payload_bytes(const ModelConfig& cfg, const PayloadGeometry& g) {
-  return static_cast<std::int64_t>(g.num_pages) * g.page_tokens * PayloadGeometry::row_width(cfg) *
-         static_cast<std::int64_t>(act_size(cfg));
+  return g.elems(cfg) * static_cast<std::int64_t>(act_size(cfg));
 }
 
 // -------------------------------------------------------------------------------------------------------

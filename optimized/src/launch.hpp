@@ -1,15 +1,12 @@
 // Internal interface between the host launchers (host.cpp, g++) and the kernels (*.cu, nvcc).
 // Plain-old-data only: no CUDA, Eigen or JSON headers, so both compilers see the same layout. The few sizes
-// that both sides compute (V tile, token stage) are constexpr functions here, written once for both.
+// that both sides compute (V tile, token stage) are constexpr functions here (REPLAYSSM_HOST_DEVICE), written
+// once for both.
 #pragma once
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define REPLAYSSM_HD __host__ __device__
-#else
-#define REPLAYSSM_HD
-#endif
+#include "replayssm/host_device.hpp"
 
 namespace replayssm::cuda::detail {
 
@@ -19,18 +16,18 @@ constexpr int kNR = 8;
 constexpr int kTC = 8;
 
 // Rows of one V tile: warps x kNR rows per lane x (32 / LK) rows per warp pass (LK lanes share a row).
-REPLAYSSM_HD constexpr int v_tile_rows(int warps, int LK) { return warps * kNR * (32 / LK); }
+REPLAYSSM_HOST_DEVICE constexpr int v_tile_rows(int warps, int LK) { return warps * kNR * (32 / LK); }
 
 // Floats of the shared-memory token stage (token.cuh, Stage) for `cap` tokens: per token the normalised key
 // kn [K], the scaled query qs [K], alpha and g [a_width] each, beta, and the V tile's values v [VT]. I is the
 // caller's integer type (int on the device, std::size_t on the host), so each side keeps its arithmetic.
 template <class I>
-REPLAYSSM_HD constexpr I stage_floats(I cap, int K, int a_width, int VT) {
+REPLAYSSM_HOST_DEVICE constexpr I stage_floats(I cap, int K, int a_width, int VT) {
   return cap * (2 * K + 2 * a_width + 1 + VT);
 }
 // Bytes of that stage rounded up to 16: the persistent kernels' state buffer starts there.
 template <class I>
-REPLAYSSM_HD constexpr I stage_bytes_16(I cap, int K, int a_width, int VT) {
+REPLAYSSM_HOST_DEVICE constexpr I stage_bytes_16(I cap, int K, int a_width, int VT) {
   return ((stage_floats<I>(cap, K, a_width, VT) * I(4) + I(15)) / I(16)) * I(16);
 }
 
@@ -56,7 +53,8 @@ enum class L2Mode : int {
 
 // The model configuration as the kernels read it, plus the launch shape.
 struct DevCfg {
-  int H, HV, K, V, G, a_width;
+  int H, HV, K, V, G;
+  int aw;  // gate width a_width: 1 for GDN, K for KDA (read through a_width(), as on ModelConfig)
   L2Mode l2norm;
   float l2_eps, q_scale;
   int round_beta_act;  // round beta through bf16 (only set when act dtype is BF16)
@@ -65,6 +63,7 @@ struct DevCfg {
   int act_bf16, state_bf16, layout_vk;
   long long slot_stride;  // elements
   int LK, warps, tiles;   // lanes per state row, warps per CTA, V tiles per head
+  REPLAYSSM_HOST_DEVICE constexpr int a_width() const { return aw; }
 };
 
 // The one kernel parameter of every tile and commit kernel (passed by value: it lives in the constant bank).

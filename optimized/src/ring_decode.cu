@@ -33,7 +33,7 @@ __global__ void __launch_bounds__(128) ring_decode_kernel(const LaunchArgs args)
   const long long tok = row.token_offset;
   if (lg.warp == 0) {
     TokRaw<LK, KDA> raw;
-    load_token<LK, KDA>(c, input_src(args, tok, h, hv), true, args.dt_bias + static_cast<long long>(hv) * c.a_width,
+    load_token<LK, KDA>(c, input_src(args, tok, h, hv), true, args.dt_bias + static_cast<long long>(hv) * c.a_width(),
                         lg.tile_base, lg.VT, raw);
     finish_token<LK, KDA>(c, raw, true, __ldg(args.A_log + hv), st, 0);
   }
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(128) ring_decode_kernel(const LaunchArgs args)
   if (at.tile == 0) {
     if (hv % c.G == 0)
       for (int i = threadIdx.x; i < c.K; i += blockDim.x) st_act(args.ring_k, (krec0 + m) * c.K + i, st.kn[i], bf);
-    for (int i = threadIdx.x; i < c.a_width; i += blockDim.x) args.ring_g[(rec0 + m) * c.a_width + i] = st.g[i];
+    for (int i = threadIdx.x; i < c.a_width(); i += blockDim.x) args.ring_g[(rec0 + m) * c.a_width() + i] = st.g[i];
   }
 }
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "launch.hpp"
+#include "replayssm/payload_row.hpp"
 #include "tile.cuh"
 
 namespace replayssm::cuda::detail {
@@ -40,7 +41,7 @@ struct TokenSrc {
 struct Stage {
   float *kn, *qs, *alpha, *g, *beta, *v;
   int K, AW, VT;
-  __device__ Stage(float* sm, const DevCfg& c, int VT_, int cap) : K(c.K), AW(c.a_width), VT(VT_) {
+  __device__ Stage(float* sm, const DevCfg& c, int VT_, int cap) : K(c.K), AW(c.a_width()), VT(VT_) {
     kn = sm;
     qs = kn + cap * K;
     alpha = qs + cap * K;  // 16-byte aligned: K is a multiple of 16
@@ -177,31 +178,36 @@ __device__ __forceinline__ void finish_token(const DevCfg& c, const TokRaw<LK, K
   }
 }
 
-// ReplaySSM capture: the raw bits of one token into its payload row pb (element offset):
-// the V tile's values of value head hv, the key head's k row when cap_k, a and b of hv when cap_ab.
+// The payload row layout of this configuration: the one formula (replayssm/payload_row.hpp) that
+// PayloadGeometry::row_layout evaluates on the host, evaluated here from the dimensions the kernel holds.
+__device__ __forceinline__ PayloadRowLayout payload_layout(const DevCfg& c) {
+  return payload_row_layout(c);
+}
+
+// ReplaySSM capture: the raw bits of one token into its payload row pb (element offset): the V tile's values
+// of value head hv, the key head's k row when cap_k, a and b of hv when cap_ab.
 template <int LK, bool KDA>
 __device__ __forceinline__ void capture_token(const DevCfg& c, const TokRaw<LK, KDA>& r, void* payload, long long pb,
                                               int h, int hv, int tile_base, int VT, bool cap_k, bool cap_ab) {
   using R = TokRaw<LK, KDA>;
   const int lane = threadIdx.x & 31;
   const bool bf = c.act_bf16;
-  const long long v_at = static_cast<long long>(c.H) * c.K, a_at = v_at + static_cast<long long>(c.HV) * c.V;
-  const long long b_at = a_at + static_cast<long long>(c.HV) * c.a_width;
+  const PayloadRowLayout pay = payload_layout(c);
 #pragma unroll
   for (int j = 0; j < R::NV; ++j) {
     const int i = lane + 32 * j, row = tile_base + i;
-    if (i < VT && row < c.V) st_raw(payload, pb + v_at + static_cast<long long>(hv) * c.V + row, r.v[j], bf);
+    if (i < VT && row < c.V) st_raw(payload, pb + pay.v + static_cast<long long>(hv) * c.V + row, r.v[j], bf);
   }
   if (cap_k) {
 #pragma unroll
-    for (int e = 0; e < R::E; ++e) st_raw(payload, pb + static_cast<long long>(h) * c.K + lane + 32 * e, r.k[e], bf);
+    for (int e = 0; e < R::E; ++e) st_raw(payload, pb + pay.k + static_cast<long long>(h) * c.K + lane + 32 * e, r.k[e], bf);
   }
   if (cap_ab) {
 #pragma unroll
     for (int e = 0; e < R::AW; ++e)
       if (KDA || lane == 0)
-        st_raw(payload, pb + a_at + static_cast<long long>(hv) * c.a_width + (KDA ? lane + 32 * e : 0), r.a[e], bf);
-    if (lane == 0) st_raw(payload, pb + b_at + hv, r.b, bf);
+        st_raw(payload, pb + pay.a + static_cast<long long>(hv) * c.a_width() + (KDA ? lane + 32 * e : 0), r.a[e], bf);
+    if (lane == 0) st_raw(payload, pb + pay.b + hv, r.b, bf);
   }
 }
 
@@ -233,7 +239,7 @@ __device__ __forceinline__ void stage_tokens(const DevCfg& c, int nt, bool want_
 
 // Payload row (element offset) of token t0 + lane of batch row r for lanes < nt, 0 elsewhere: one load per
 // lane for up to 32 tokens; a warp then takes token tt's row with chunk_row (tokens past 32 look it up).
-// Physical row as PayloadGeometry::physical_row, times the row width.
+// Physical row as PayloadGeometry::physical_row, times the row width (the host's PayloadGeometry::row_width).
 __device__ __forceinline__ long long payload_row(const LaunchArgs& args, int r, int t) {
   return (static_cast<long long>(args.pages[static_cast<long long>(r) * args.pages_per_row + t / args.page_tokens]) *
               args.page_tokens + t % args.page_tokens) * args.row_width;
@@ -368,19 +374,18 @@ __device__ __forceinline__ TokenSrc input_src(const LaunchArgs& args, long long 
   src.k = args.k, src.k_off = (tok * c.H + h) * c.K;
   src.q = args.q, src.q_off = src.k_off;
   src.v = args.v, src.v_off = (tok * c.HV + hv) * c.V;
-  src.a = args.a, src.a_off = (tok * c.HV + hv) * c.a_width;
+  src.a = args.a, src.a_off = (tok * c.HV + hv) * c.a_width();
   src.b = args.b, src.b_off = tok * c.HV + hv;
   return src;
 }
 __device__ __forceinline__ TokenSrc payload_src(const DevCfg& c, const void* payload, long long pb, int h, int hv) {
-  const long long v_at = static_cast<long long>(c.H) * c.K, a_at = v_at + static_cast<long long>(c.HV) * c.V;
-  const long long b_at = a_at + static_cast<long long>(c.HV) * c.a_width;
+  const PayloadRowLayout pay = payload_layout(c);
   TokenSrc src;
-  src.k = payload, src.k_off = pb + static_cast<long long>(h) * c.K;
+  src.k = payload, src.k_off = pb + pay.k + static_cast<long long>(h) * c.K;
   src.q = nullptr, src.q_off = 0;
-  src.v = payload, src.v_off = pb + v_at + static_cast<long long>(hv) * c.V;
-  src.a = payload, src.a_off = pb + a_at + static_cast<long long>(hv) * c.a_width;
-  src.b = payload, src.b_off = pb + b_at + hv;
+  src.v = payload, src.v_off = pb + pay.v + static_cast<long long>(hv) * c.V;
+  src.a = payload, src.a_off = pb + pay.a + static_cast<long long>(hv) * c.a_width();
+  src.b = payload, src.b_off = pb + pay.b + hv;
   return src;
 }
 

@@ -31,7 +31,7 @@ __global__ void __launch_bounds__(128) verify_kernel(const LaunchArgs args) {
   float s[kNR][kEK];
   load_tile<LK>(c, state_head(c, args.pool, row.slot, hv), r0, kl, s);  // in flight during the prologue
   const float A_log = __ldg(args.A_log + hv);
-  const float* dtb = args.dt_bias + static_cast<long long>(hv) * c.a_width;
+  const float* dtb = args.dt_bias + static_cast<long long>(hv) * c.a_width();
   for (int t0 = 0; t0 < row.T; t0 += kTC) {
     const int nt = min(kTC, row.T - t0);
     if (t0 > 0) __syncthreads();  // the previous chunk's readers are done with the stage
@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(128, 1) verify_pipe_kernel(const LaunchArgs ar
   const LaneGeo<LK> lg(c, 0);
   const int kl = lg.kl;
   const Stage st(reinterpret_cast<float*>(smem4), c, lg.VT, args.max_T);
-  char* buf = reinterpret_cast<char*>(smem4) + stage_bytes_16<int>(args.max_T, c.K, c.a_width, lg.VT);
+  char* buf = reinterpret_cast<char*>(smem4) + stage_bytes_16<int>(args.max_T, c.K, c.a_width(), lg.VT);
   const bool bf = c.act_bf16;
   // Next item with a real row at or after w (stride gridDim.x); PAD items on the way get zero outputs.
   auto next_real = [&](long long w) {
@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(128, 1) verify_pipe_kernel(const LaunchArgs ar
     const int hv = at.hv, h = hv / c.G;
     const int tile_base = at.tile * lg.VT, r0 = tile_base + lg.lrow0;
     const float A_log = __ldg(args.A_log + hv);
-    const float* dtb = args.dt_bias + static_cast<long long>(hv) * c.a_width;
+    const float* dtb = args.dt_bias + static_cast<long long>(hv) * c.a_width();
     const long long nxt = next_real(cur + gridDim.x);
     float s[kNR][kEK];
     __syncthreads();  // the stage is free (previous item)
