@@ -277,15 +277,15 @@ void DeviceBatch::set_accepted(const std::vector<std::int32_t>& accepted, Stream
           "cudaMemcpyAsync");
 }
 
-void DeviceBatch::set_ring_cursors(const std::vector<std::int32_t>& write_pos, std::int32_t L, Stream s) {
-  require(L >= 1, "ring.L", "must be >= 1, got ", L);
+void DeviceBatch::set_decode_ring(const std::vector<std::int32_t>& write_pos, std::int32_t ring_len, Stream s) {
+  require(ring_len >= 1, "ring_len", "must be >= 1, got ", ring_len);
   require(write_pos.size() == rows_.size(), "write_pos", "has ", write_pos.size(), " entries, the batch has ",
           rows_.size(), " rows");
   for (std::size_t i = 0; i < write_pos.size(); ++i)
-    require(write_pos[i] >= 0 && write_pos[i] <= L - 1, "write_pos[" + std::to_string(i) + "]", "is ", write_pos[i],
-            ", outside [0, L-1=", L - 1, "]");
+    require(write_pos[i] >= 0 && write_pos[i] <= ring_len - 1, "write_pos[" + std::to_string(i) + "]", "is ",
+            write_pos[i], ", outside [0, ring_len-1=", ring_len - 1, "]");
   write_pos_ = write_pos;
-  ring_L_ = L;
+  ring_len_ = ring_len;
   if (!write_pos_.empty())
     check(cudaMemcpyAsync(d_write_pos_.get(), write_pos_.data(), write_pos_.size() * sizeof(std::int32_t),
                           cudaMemcpyHostToDevice, s),
@@ -396,10 +396,10 @@ void commit_replay(const DeviceBatch& b, Stream s) {
   check_launch(detail::launch_commit_replay(args, s), "commit_replay");
 }
 
-void ring_decode(const DeviceBatch& b, const LayerPointers& layer, const RingPointers& ring, const TokenInputs& in,
-                 void* o, Stream s) {
-  require(b.ring_length() >= 1 && b.write_pos().size() == b.rows().size(), "write_pos",
-          "set_ring_cursors() was not called after set_rows()");
+void ring_decode(const DeviceBatch& b, const LayerPointers& layer, const DecodeRingRecords& ring,
+                 const TokenInputs& in, void* o, Stream s) {
+  require(b.decode_ring_len() >= 1 && b.write_pos().size() == b.rows().size(), "write_pos",
+          "set_decode_ring() was not called after set_rows()");
   for (std::size_t i = 0; i < b.rows().size(); ++i)
     require(b.rows()[i].slot == kPadSlot || b.rows()[i].T == 1, "rows[" + std::to_string(i) + "].T",
             "ring decode takes one token per row, got ", b.rows()[i].T);
@@ -412,7 +412,7 @@ void ring_decode(const DeviceBatch& b, const LayerPointers& layer, const RingPoi
   args.ring_k = ring.k;
   args.ring_g = ring.g;
   args.write_pos = b.d_write_pos();
-  args.ring_len = b.ring_length();
+  args.ring_len = b.decode_ring_len();
   check_grid(static_cast<long long>(args.num_rows) * args.c.HV * args.c.tiles, "rows");
   check_launch(detail::launch_ring_decode(args, s), "ring_decode");
 }

@@ -1,5 +1,6 @@
 // replayssm/cuda/kernels.hpp — CUDA kernels for GDN / KDA speculative-decode verify, state commit and
-// ring decode, driven by the same descriptors as the CPU reference (replayssm/step.hpp).
+// standard decode on the decode ring (ring_decode), driven by the same descriptors as the CPU reference
+// (replayssm/step.hpp).
 //
 // This header needs no CUDA header: device memory is passed as plain pointers, streams as `Stream`
 // (the same type as cudaStream_t; nullptr is the legacy default stream).
@@ -42,9 +43,9 @@
 //                       batch row r in physical row page_table[r * pages_per_row + t / page_tokens] *
 //                       page_tokens + t % page_tokens; inside a row: k [H,K] at 0, v [HV,V] at H*K,
 //                       a [HV,a_width] at H*K + HV*V, b [HV] at H*K + HV*V + HV*a_width (raw input bits)
-//   ring (per layer)    u [num_slots, HV, L, V] act dtype, k [num_slots, H, L, K] act dtype (normalised
-//                       keys), g [num_slots, HV, L] fp32 log-decay ([num_slots, HV, L, K] for KDA); record
-//                       j of slot s at index j
+//   decode ring         (per layer, DecodeRingRecords) u [num_slots, HV, ring_len, V] act dtype,
+//                       k [num_slots, H, ring_len, K] act dtype (normalised keys), g [num_slots, HV, ring_len]
+//                       fp32 log-decay ([num_slots, HV, ring_len, K] for KDA); record j of slot s at index j
 //
 // Supported: op GDN and KDA (both gate forms); K in {64, 128, 256}; V in [1, 1024]; layouts VK (tuned) and
 // KV (same arithmetic, strided loads); state dtype F32/BF16; act dtype F32/BF16; any H, HV with HV % H == 0;
@@ -128,8 +129,9 @@ struct TokenInputs {
   const void* b = nullptr;
 };
 
-// Per-layer ring buffers of standard decode (shapes above).
-struct RingPointers {
+// Per-layer record buffers of the decode ring (standard decode, T = 1; shapes above). The decode ring is not
+// the spec ring of speculative decode (SpecRingGeometry in replayssm/step.hpp), which has no CUDA kernel.
+struct DecodeRingRecords {
   void* u = nullptr;
   void* k = nullptr;
   float* g = nullptr;
@@ -184,8 +186,9 @@ class DeviceBatch {
                 std::int64_t total_tokens, Stream s = nullptr);
   // Replaces every row's `accepted` (n in [0, T], "accepted[i]") and uploads.
   void set_accepted(const std::vector<std::int32_t>& accepted, Stream s = nullptr);
-  // Standard decode cursors: write_pos[i] in [0, L-1] for every row ("write_pos[i]"), ring length L >= 1.
-  void set_ring_cursors(const std::vector<std::int32_t>& write_pos, std::int32_t L, Stream s = nullptr);
+  // Decode ring cursors of standard decode: ring_len >= 1 records per slot ("ring_len"), write_pos[i] in
+  // [0, ring_len - 1] for every row ("write_pos", "write_pos[i]"); uploads write_pos.
+  void set_decode_ring(const std::vector<std::int32_t>& write_pos, std::int32_t ring_len, Stream s = nullptr);
   // Uploads the per-layer pointer table used by the all-layer commits (validate_layers first).
   void set_layers(const std::vector<LayerPointers>& layers, Stream s = nullptr);
   // Schedule of the verify and replay-commit launches (default Auto). Persistent with the [K,V] layout
@@ -203,7 +206,7 @@ class DeviceBatch {
   const std::vector<BatchRow>& rows() const { return rows_; }
   std::int64_t total_tokens() const { return total_tokens_; }
   bool has_pages() const { return has_pages_; }
-  std::int32_t ring_length() const { return ring_L_; }
+  std::int32_t decode_ring_len() const { return ring_len_; }
   const std::vector<std::int32_t>& write_pos() const { return write_pos_; }
   const std::vector<LayerPointers>& layers() const { return layers_; }
 
@@ -223,7 +226,7 @@ class DeviceBatch {
   std::vector<LayerPointers> layers_;
   std::int64_t total_tokens_ = 0;
   bool has_pages_ = false;
-  std::int32_t ring_L_ = 0;
+  std::int32_t ring_len_ = 0;
   Schedule sched_ = Schedule::Auto;
   DeviceBuffer d_rows_, d_pages_, d_write_pos_, d_layers_;
 };
@@ -255,14 +258,14 @@ void verify_replay(const DeviceBatch& b, const LayerPointers& layer, const Token
 // page table and accepted, and set_layers() (pool, payload, A_log, dt_bias).
 void commit_replay(const DeviceBatch& b, Stream s = nullptr);
 
-// (4) Standard ring decode of one layer (GDN and KDA, every row T = 1): with m = write_pos of the row, the
-// kernel rebuilds S_m = exp(G_m) S_0 + sum_{j<m} exp(G_m - G_j) u_j k_j^T from the checkpoint S_0 (pool
-// slot `slot`) and the ring records, runs the token step and writes o. If m == L - 1 (flush) it stores
-// S_new into the checkpoint in place and appends nothing; otherwise it appends the record (u = delta,
+// (4) Standard decode on the decode ring, one layer (GDN and KDA, every row T = 1): with m = write_pos of the
+// row, the kernel rebuilds S_m = exp(G_m) S_0 + sum_{j<m} exp(G_m - G_j) u_j k_j^T from the checkpoint S_0
+// (pool slot `slot`) and the ring records, runs the token step and writes o. If m == ring_len - 1 (flush) it
+// stores S_new into the checkpoint in place and appends nothing; otherwise it appends the record (u = delta,
 // k = normalised key, g = log-decay) at index m and leaves the checkpoint untouched. The caller advances
-// write_pos (m == L-1 ? 0 : m+1). KDA keeps g per channel: ring g is then [num_slots, HV, L, K].
-// Needs set_rows() (all real rows T == 1) and set_ring_cursors().
-void ring_decode(const DeviceBatch& b, const LayerPointers& layer, const RingPointers& ring,
+// write_pos (m == ring_len - 1 ? 0 : m + 1). KDA keeps g per channel: g is then [num_slots, HV, ring_len, K].
+// Needs set_rows() (all real rows T == 1) and set_decode_ring().
+void ring_decode(const DeviceBatch& b, const LayerPointers& layer, const DecodeRingRecords& ring,
                  const TokenInputs& in, void* o, Stream s = nullptr);
 
 // ------------------------------------------------------------------------------------------------------
