@@ -2,10 +2,8 @@
 // checked launchers. Compiled by the host compiler; the kernels live in the .cu files behind launch.hpp.
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <climits>
 #include <cstddef>
-#include <set>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -172,39 +170,11 @@ void fill_random(void* dst, std::int64_t n, DType dtype, std::uint64_t seed, flo
 
 // -------------------------------------------------------------------------------------------------------
 void validate_rows(const ModelConfig& cfg, const PoolGeometry& pool, std::int32_t max_T, std::int64_t total_tokens,
-                   const std::vector<BatchRow>& rows, bool check_accepted, bool check_write_hazard) {
+                   const std::vector<BatchRow>& rows, bool check_accepted) {
   check_supported(cfg);
   validate_batch(rows, pool, cfg, max_T, total_tokens, check_accepted);
   require(pool.stride(cfg) % 4 == 0, "pool.slot_stride", "must be a multiple of 4 elements (16-byte state chunks), got ",
           pool.stride(cfg));
-  // Windows of every row with T > 0, PAD rows included: in range and pairwise disjoint.
-  std::vector<std::pair<std::int64_t, std::size_t>> starts;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const BatchRow& r = rows[i];
-    if (r.T == 0) continue;
-    require(r.token_offset >= 0 && r.token_offset + static_cast<std::int64_t>(r.T) <= total_tokens,
-            "rows[" + std::to_string(i) + "].token_offset", "window [", r.token_offset, ", ",
-            r.token_offset + static_cast<std::int64_t>(r.T), ") outside [0, ", total_tokens, ")");
-    starts.emplace_back(r.token_offset, i);
-  }
-  std::sort(starts.begin(), starts.end());
-  for (std::size_t j = 1; j < starts.size(); ++j) {
-    const BatchRow& prev = rows[starts[j - 1].second];
-    require(starts[j].first >= prev.token_offset + static_cast<std::int64_t>(prev.T),
-            "rows[" + std::to_string(starts[j].second) + "].token_offset", "window starting at ", starts[j].first,
-            " overlaps the window of rows[", starts[j - 1].second, "]");
-  }
-  if (check_write_hazard) {
-    std::set<std::int32_t> read;
-    for (const auto& r : rows)
-      if (r.slot != kPadSlot) read.insert(r.slot);
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const BatchRow& r = rows[i];
-      if (r.slot == kPadSlot || r.write_slot == kPadSlot || r.write_slot == r.slot) continue;
-      require(!read.count(r.write_slot), "rows[" + std::to_string(i) + "].write_slot", "slot ", r.write_slot,
-              " is read by another row of the same commit");
-    }
-  }
 }
 
 void validate_layers(const std::vector<LayerPointers>& layers, const PoolGeometry& pool, LayerNeeds needs) {
@@ -244,7 +214,7 @@ void DeviceBatch::set_rows(const std::vector<BatchRow>& rows, const std::vector<
                            std::int64_t total_tokens, Stream s) {
   require(static_cast<std::int64_t>(rows.size()) <= max_rows_, "rows", "has ", rows.size(), " rows, max_rows is ",
           max_rows_);
-  validate_rows(cfg_, pool_, max_T_, total_tokens, rows, true, true);
+  validate_rows(cfg_, pool_, max_T_, total_tokens, rows, true);
   if (!page_table.empty()) {
     require(static_cast<std::int64_t>(payload_.pages_per_row) * payload_.page_tokens >= max_T_,
             "payload.pages_per_row", "pages_per_row * page_tokens = ",

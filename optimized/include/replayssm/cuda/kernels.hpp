@@ -140,14 +140,13 @@ struct DecodeRingRecords {
 // ------------------------------------------------------------------------------------------------------
 // Host-side validation, usable without a GPU. Each throws Error naming the first offending field.
 //
-// validate_rows: validate_batch(rows, pool, cfg, max_T, total_tokens, check_accepted) plus what the kernels
-// additionally rely on: a PAD row with T > 0 names a token window inside [0, total_tokens) (its outputs are
-// zero-filled), and no two windows overlap, PAD windows included ("rows[i].token_offset"); pool.slot_stride
-// is a multiple of 4 ("pool.slot_stride"); with check_write_hazard, no row's write_slot is another row's read
-// slot, since one commit launch reads and writes all rows at once ("rows[i].write_slot").
+// validate_rows: check_supported(cfg) ("cfg.<field>"), then validate_batch(rows, pool, cfg, max_T, total_tokens,
+// check_accepted) (replayssm/step.hpp: every window with T > 0, PAD rows' included, inside [0, total_tokens)
+// and no two overlapping, "rows[i].token_offset"; no row's write_slot another row's read slot, since one commit
+// launch reads and writes all rows at once, "rows[i].write_slot"; ...), plus what only the kernels require:
+// pool.slot_stride a multiple of 4 ("pool.slot_stride").
 void validate_rows(const ModelConfig& cfg, const PoolGeometry& pool, std::int32_t max_T,
-                   std::int64_t total_tokens, const std::vector<BatchRow>& rows, bool check_accepted,
-                   bool check_write_hazard);
+                   std::int64_t total_tokens, const std::vector<BatchRow>& rows, bool check_accepted);
 // validate_layers: size == pool.num_layers ("layers"); every named field non-null ("layers[i].pool", ...).
 struct LayerNeeds {
   bool pool = true, payload = false, scratch = false, params = false;
@@ -180,7 +179,7 @@ class DeviceBatch {
   DeviceBatch(const DeviceBatch&) = delete;
   DeviceBatch& operator=(const DeviceBatch&) = delete;
 
-  // Validates (validate_rows with check_accepted and check_write_hazard; payload page table when non-empty:
+  // Validates (validate_rows with check_accepted; payload page table when non-empty:
   // PayloadGeometry::validate_page_table, pages_per_row * page_tokens >= max_T) and uploads on stream s.
   void set_rows(const std::vector<BatchRow>& rows, const std::vector<std::int32_t>& page_table,
                 std::int64_t total_tokens, Stream s = nullptr);
