@@ -101,6 +101,7 @@ int launch_verify(const LaunchArgs& args, void* stream);         // verify.cu
 int launch_commit_replay(const LaunchArgs& args, void* stream);  // commit.cu
 int launch_commit_copy(const LaunchArgs& args, void* stream);    // commit.cu
 int launch_ring_decode(const LaunchArgs& args, void* stream);    // ring_decode.cu
-int launch_fill_random(void* dst, std::int64_t n, int bf16, std::uint64_t seed, float scale, void* stream);  // fill_random.cu
+// fill_random.cu
+int launch_fill_random(void* dst, std::int64_t n, int bf16, std::uint64_t seed, float scale, void* stream);
 
 }  // namespace replayssm::cuda::detail

@@ -200,7 +200,8 @@ __device__ __forceinline__ void capture_token(const DevCfg& c, const TokRaw<LK, 
   }
   if (cap_k) {
 #pragma unroll
-    for (int e = 0; e < R::E; ++e) st_raw(payload, pb + pay.k + static_cast<long long>(h) * c.K + lane + 32 * e, r.k[e], bf);
+    for (int e = 0; e < R::E; ++e)
+      st_raw(payload, pb + pay.k + static_cast<long long>(h) * c.K + lane + 32 * e, r.k[e], bf);
   }
   if (cap_ab) {
 #pragma unroll

@@ -25,6 +25,23 @@
 // reduction order, so their outputs and committed states are BIT-IDENTICAL (docs/cuda.md, "Numerics").
 // Committed states are rounded to the state dtype once, from the fp32 running state ("round at commit").
 //
+// One reference per kernel: the CPU function of reference/include/replayssm/reference/batch.hpp that each
+// entry point is checked against, and how the GPU tests compare them:
+//   kernel             reference                        comparison
+//   verify_full_state  ref::batch::verify_full_state    GPU vs CPU float: gpu_vs_cpu_tolerance(dtype)
+//                                                       (optimized/tests/gpu_support.cpp; derivation in
+//                                                       docs/cuda.md, "Numerics")
+//   verify_replay      ref::batch::verify_replay        outputs bit-identical to verify_full_state; payload
+//                                                       bit-identical to the raw inputs
+//   commit_copy        ref::batch::commit_copy          bit-exact copy of scratch state n-1
+//   commit_replay      ref::batch::commit_replay        bit-identical to commit_copy after verify_full_state;
+//                                                       vs CPU: gpu_vs_cpu_tolerance
+//   ring_decode        ref::batch::ring_decode (closed  ring_tolerance in the GPU ring test
+//                      form with suffix sums of         (optimized/tests/gpu_ring_test.cpp)
+//                      log-decays, the kernel's
+//                      summation order:
+//                      ref::Reconstruction::SuffixSum)
+//
 // ------------------------------------------------------------------------------------------------------
 // Shapes, layouts and units (elements, row-major, innermost last):
 //   pool (per layer)    num_slots * slot_stride elements of cfg.state_dtype; slot s at s * slot_stride;
@@ -41,8 +58,9 @@
 //                       at ((r * max_T + t) * HV + hv) * K*V, in cfg.layout
 //   payload (per layer) [num_pages * page_tokens, PayloadGeometry::row_width(cfg)] cfg.act_dtype; token t of
 //                       batch row r in physical row page_table[r * pages_per_row + t / page_tokens] *
-//                       page_tokens + t % page_tokens; inside a row: k [H,K] at 0, v [HV,V] at H*K,
-//                       a [HV,a_width] at H*K + HV*V, b [HV] at H*K + HV*V + HV*a_width (raw input bits)
+//                       page_tokens + t % page_tokens; inside a row (PayloadGeometry::row_layout): k [H,K]
+//                       at 0, v [HV,V] at H*K, a [HV,a_width] at H*K + HV*V, b [HV] at H*K + HV*V + HV*a_width
+//                       (raw input bits)
 //   decode ring         (per layer, DecodeRingRecords) u [num_slots, HV, ring_len, V] act dtype,
 //                       k [num_slots, H, ring_len, K] act dtype (normalised keys), g [num_slots, HV, ring_len]
 //                       fp32 log-decay ([num_slots, HV, ring_len, K] for KDA); record j of slot s at index j
