@@ -118,10 +118,10 @@ LaunchShape launch_shape(const ModelConfig& cfg) {
   check_supported(cfg);
   LaunchShape s{};
   s.lanes_per_row = cfg.K / 16;
-  s.rows_per_warp = 8 * (32 / s.lanes_per_row);
+  s.rows_per_warp = detail::v_tile_rows(1, s.lanes_per_row);  // kNR rows per lane x 32 / LK
   const int need = (cfg.V + s.rows_per_warp - 1) / s.rows_per_warp;
   s.warps = need < 4 ? need : 4;
-  const int tile_rows = s.warps * s.rows_per_warp;
+  const int tile_rows = detail::v_tile_rows(s.warps, s.lanes_per_row);
   s.tiles = (cfg.V + tile_rows - 1) / tile_rows;
   return s;
 }
