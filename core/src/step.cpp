@@ -61,13 +61,7 @@ void validate_batch(const std::vector<BatchRow>& rows, const PoolGeometry& pool,
 }
 
 PayloadRowLayout PayloadGeometry::row_layout(const ModelConfig& cfg) {
-  PayloadRowLayout l;
-  l.k = 0;
-  l.v = l.k + static_cast<std::int64_t>(cfg.H) * cfg.K;
-  l.a = l.v + static_cast<std::int64_t>(cfg.HV) * cfg.V;
-  l.b = l.a + static_cast<std::int64_t>(cfg.HV) * cfg.a_width();
-  l.width = l.b + cfg.HV;
-  return l;
+  return payload_row_layout(cfg);
 }
 
 PayloadGeometry PayloadGeometry::sized(std::int32_t page_tokens, std::int32_t max_T, std::int32_t rows,

@@ -134,10 +134,7 @@ Row run_config(const ModelConfig& cfg, int batch, int T, int accept, int repeats
   int R = static_cast<int>(std::ceil(4.0 * static_cast<double>(l2) / (static_cast<double>(L) * batch * req_state)));
   R = std::max(1, std::min(R, 16));
   PoolGeometry pool{L, batch * R, 0};
-  PayloadGeometry pay;
-  pay.page_tokens = 4;
-  pay.pages_per_row = (T + 3) / 4;
-  pay.num_pages = batch * R * pay.pages_per_row;
+  const PayloadGeometry pay = PayloadGeometry::sized(4, T, batch, R);
   const std::int64_t tokens = static_cast<std::int64_t>(batch) * T;
   const std::int64_t row_w = PayloadGeometry::row_width(cfg);
 

@@ -1,11 +1,9 @@
 // Host side of the CUDA kernels: descriptor validation, device buffers, the validated device batch and the
-// checked launchers. Compiled by the host compiler; the kernels live in kernels.cu behind launch.hpp.
+// checked launchers. Compiled by the host compiler; the kernels live in the .cu files behind launch.hpp.
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <climits>
 #include <cstddef>
-#include <set>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -20,7 +18,8 @@ namespace replayssm::cuda {
 using detail::DevCfg;
 using detail::DevLayer;
 using detail::DevRow;
-using detail::StepArgs;
+using detail::LaunchArgs;
+using detail::L2Mode;
 
 static_assert(sizeof(DevRow) == sizeof(BatchRow) && offsetof(DevRow, slot) == offsetof(BatchRow, slot) &&
                   offsetof(DevRow, write_slot) == offsetof(BatchRow, write_slot) &&
@@ -59,8 +58,10 @@ DevCfg dev_cfg(const ModelConfig& cfg, const PoolGeometry& pool) {
   c.K = cfg.K;
   c.V = cfg.V;
   c.G = cfg.G();
-  c.a_width = cfg.a_width();
-  c.l2norm = cfg.l2norm == L2Norm::RsqrtMul ? 0 : cfg.l2norm == L2Norm::DivSqrt ? 1 : 2;
+  c.aw = cfg.a_width();
+  c.l2norm = cfg.l2norm == L2Norm::RsqrtMul ? L2Mode::RsqrtMul
+             : cfg.l2norm == L2Norm::DivSqrt ? L2Mode::DivSqrt
+                                              : L2Mode::None;
   c.l2_eps = cfg.l2_eps;
   c.q_scale = static_cast<float>(cfg.scale());
   c.round_beta_act = cfg.round_beta_to_act && cfg.act_dtype == DType::BF16;
@@ -117,10 +118,10 @@ LaunchShape launch_shape(const ModelConfig& cfg) {
   check_supported(cfg);
   LaunchShape s{};
   s.lanes_per_row = cfg.K / 16;
-  s.rows_per_warp = 8 * (32 / s.lanes_per_row);
+  s.rows_per_warp = detail::v_tile_rows(1, s.lanes_per_row);  // kNR rows per lane x 32 / LK
   const int need = (cfg.V + s.rows_per_warp - 1) / s.rows_per_warp;
   s.warps = need < 4 ? need : 4;
-  const int tile_rows = s.warps * s.rows_per_warp;
+  const int tile_rows = detail::v_tile_rows(s.warps, s.lanes_per_row);
   s.tiles = (cfg.V + tile_rows - 1) / tile_rows;
   return s;
 }
@@ -130,8 +131,7 @@ std::int64_t full_state_scratch_bytes(const ModelConfig& cfg, std::int32_t max_r
 }
 
 std::int64_t payload_bytes(const ModelConfig& cfg, const PayloadGeometry& g) {
-  return static_cast<std::int64_t>(g.num_pages) * g.page_tokens * PayloadGeometry::row_width(cfg) *
-         static_cast<std::int64_t>(act_size(cfg));
+  return g.elems(cfg) * static_cast<std::int64_t>(act_size(cfg));
 }
 
 // -------------------------------------------------------------------------------------------------------
@@ -170,39 +170,11 @@ void fill_random(void* dst, std::int64_t n, DType dtype, std::uint64_t seed, flo
 
 // -------------------------------------------------------------------------------------------------------
 void validate_rows(const ModelConfig& cfg, const PoolGeometry& pool, std::int32_t max_T, std::int64_t total_tokens,
-                   const std::vector<BatchRow>& rows, bool check_accepted, bool check_write_hazard) {
+                   const std::vector<BatchRow>& rows, bool check_accepted) {
   check_supported(cfg);
   validate_batch(rows, pool, cfg, max_T, total_tokens, check_accepted);
   require(pool.stride(cfg) % 4 == 0, "pool.slot_stride", "must be a multiple of 4 elements (16-byte state chunks), got ",
           pool.stride(cfg));
-  // Windows of every row with T > 0, PAD rows included: in range and pairwise disjoint.
-  std::vector<std::pair<std::int64_t, std::size_t>> starts;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const BatchRow& r = rows[i];
-    if (r.T == 0) continue;
-    require(r.token_offset >= 0 && r.token_offset + static_cast<std::int64_t>(r.T) <= total_tokens,
-            "rows[" + std::to_string(i) + "].token_offset", "window [", r.token_offset, ", ",
-            r.token_offset + static_cast<std::int64_t>(r.T), ") outside [0, ", total_tokens, ")");
-    starts.emplace_back(r.token_offset, i);
-  }
-  std::sort(starts.begin(), starts.end());
-  for (std::size_t j = 1; j < starts.size(); ++j) {
-    const BatchRow& prev = rows[starts[j - 1].second];
-    require(starts[j].first >= prev.token_offset + static_cast<std::int64_t>(prev.T),
-            "rows[" + std::to_string(starts[j].second) + "].token_offset", "window starting at ", starts[j].first,
-            " overlaps the window of rows[", starts[j - 1].second, "]");
-  }
-  if (check_write_hazard) {
-    std::set<std::int32_t> read;
-    for (const auto& r : rows)
-      if (r.slot != kPadSlot) read.insert(r.slot);
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const BatchRow& r = rows[i];
-      if (r.slot == kPadSlot || r.write_slot == kPadSlot || r.write_slot == r.slot) continue;
-      require(!read.count(r.write_slot), "rows[" + std::to_string(i) + "].write_slot", "slot ", r.write_slot,
-              " is read by another row of the same commit");
-    }
-  }
 }
 
 void validate_layers(const std::vector<LayerPointers>& layers, const PoolGeometry& pool, LayerNeeds needs) {
@@ -242,7 +214,7 @@ void DeviceBatch::set_rows(const std::vector<BatchRow>& rows, const std::vector<
                            std::int64_t total_tokens, Stream s) {
   require(static_cast<std::int64_t>(rows.size()) <= max_rows_, "rows", "has ", rows.size(), " rows, max_rows is ",
           max_rows_);
-  validate_rows(cfg_, pool_, max_T_, total_tokens, rows, true, true);
+  validate_rows(cfg_, pool_, max_T_, total_tokens, rows, true);
   if (!page_table.empty()) {
     require(static_cast<std::int64_t>(payload_.pages_per_row) * payload_.page_tokens >= max_T_,
             "payload.pages_per_row", "pages_per_row * page_tokens = ",
@@ -275,15 +247,15 @@ void DeviceBatch::set_accepted(const std::vector<std::int32_t>& accepted, Stream
           "cudaMemcpyAsync");
 }
 
-void DeviceBatch::set_ring_cursors(const std::vector<std::int32_t>& write_pos, std::int32_t L, Stream s) {
-  require(L >= 1, "ring.L", "must be >= 1, got ", L);
+void DeviceBatch::set_decode_ring(const std::vector<std::int32_t>& write_pos, std::int32_t ring_len, Stream s) {
+  require(ring_len >= 1, "ring_len", "must be >= 1, got ", ring_len);
   require(write_pos.size() == rows_.size(), "write_pos", "has ", write_pos.size(), " entries, the batch has ",
           rows_.size(), " rows");
   for (std::size_t i = 0; i < write_pos.size(); ++i)
-    require(write_pos[i] >= 0 && write_pos[i] <= L - 1, "write_pos[" + std::to_string(i) + "]", "is ", write_pos[i],
-            ", outside [0, L-1=", L - 1, "]");
+    require(write_pos[i] >= 0 && write_pos[i] <= ring_len - 1, "write_pos[" + std::to_string(i) + "]", "is ",
+            write_pos[i], ", outside [0, ring_len-1=", ring_len - 1, "]");
   write_pos_ = write_pos;
-  ring_L_ = L;
+  ring_len_ = ring_len;
   if (!write_pos_.empty())
     check(cudaMemcpyAsync(d_write_pos_.get(), write_pos_.data(), write_pos_.size() * sizeof(std::int32_t),
                           cudaMemcpyHostToDevice, s),
@@ -320,23 +292,23 @@ bool DeviceBatch::persistent() const {
 // -------------------------------------------------------------------------------------------------------
 namespace {
 
-StepArgs base_args(const DeviceBatch& b) {
-  StepArgs a;
-  a.c = dev_cfg(b.cfg(), b.pool());
-  a.rows = reinterpret_cast<const DevRow*>(b.d_rows());
-  a.num_rows = static_cast<int>(b.rows().size());
-  a.max_T = b.max_T();
-  a.pages = b.d_page_table();
-  a.page_tokens = b.payload().page_tokens;
-  a.pages_per_row = b.payload().pages_per_row;
-  a.row_width = PayloadGeometry::row_width(b.cfg());
-  a.layers = reinterpret_cast<const DevLayer*>(b.d_layers());
-  a.num_layers = b.pool().num_layers;
-  a.persistent = b.persistent() ? 1 : 0;
-  return a;
+LaunchArgs base_args(const DeviceBatch& b) {
+  LaunchArgs args;
+  args.c = dev_cfg(b.cfg(), b.pool());
+  args.rows = reinterpret_cast<const DevRow*>(b.d_rows());
+  args.num_rows = static_cast<int>(b.rows().size());
+  args.max_T = b.max_T();
+  args.pages = b.d_page_table();
+  args.page_tokens = b.payload().page_tokens;
+  args.pages_per_row = b.payload().pages_per_row;
+  args.row_width = PayloadGeometry::row_width(b.cfg());
+  args.layers = reinterpret_cast<const DevLayer*>(b.d_layers());
+  args.num_layers = b.pool().num_layers;
+  args.persistent = b.persistent() ? 1 : 0;
+  return args;
 }
 
-void layer_args(StepArgs& a, const LayerPointers& layer, const TokenInputs& in, void* o) {
+void layer_args(LaunchArgs& args, const LayerPointers& layer, const TokenInputs& in, void* o) {
   require_ptr(layer.pool, "layer.pool");
   require_ptr(layer.A_log, "layer.A_log");
   require_ptr(layer.dt_bias, "layer.dt_bias");
@@ -346,11 +318,11 @@ void layer_args(StepArgs& a, const LayerPointers& layer, const TokenInputs& in, 
   require_ptr(in.a, "in.a");
   require_ptr(in.b, "in.b");
   require_ptr(o, "o");
-  a.q = in.q, a.k = in.k, a.v = in.v, a.a = in.a, a.b = in.b;
-  a.A_log = layer.A_log;
-  a.dt_bias = layer.dt_bias;
-  a.pool = layer.pool;
-  a.o = o;
+  args.q = in.q, args.k = in.k, args.v = in.v, args.a = in.a, args.b = in.b;
+  args.A_log = layer.A_log;
+  args.dt_bias = layer.dt_bias;
+  args.pool = layer.pool;
+  args.o = o;
 }
 
 void require_layers(const DeviceBatch& b, LayerNeeds needs) {
@@ -361,58 +333,58 @@ void require_layers(const DeviceBatch& b, LayerNeeds needs) {
 }  // namespace
 
 void verify_full_state(const DeviceBatch& b, const LayerPointers& layer, const TokenInputs& in, void* o, Stream s) {
-  StepArgs a = base_args(b);
-  layer_args(a, layer, in, o);
+  LaunchArgs args = base_args(b);
+  layer_args(args, layer, in, o);
   require_ptr(layer.scratch, "layer.scratch");
-  a.scratch = layer.scratch;
-  check_grid(static_cast<long long>(a.num_rows) * a.c.HV * a.c.tiles, "rows");
-  check_launch(detail::launch_verify(a, s), "verify_full_state");
+  args.scratch = layer.scratch;
+  check_grid(static_cast<long long>(args.num_rows) * args.c.HV * args.c.tiles, "rows");
+  check_launch(detail::launch_verify(args, s), "verify_full_state");
 }
 
 void verify_replay(const DeviceBatch& b, const LayerPointers& layer, const TokenInputs& in, void* o, Stream s) {
-  StepArgs a = base_args(b);
-  layer_args(a, layer, in, o);
+  LaunchArgs args = base_args(b);
+  layer_args(args, layer, in, o);
   require(b.has_pages(), "page_table", "verify_replay needs a page table (set_rows)");
   require_ptr(layer.payload, "layer.payload");
-  a.payload = layer.payload;
-  check_grid(static_cast<long long>(a.num_rows) * a.c.HV * a.c.tiles, "rows");
-  check_launch(detail::launch_verify(a, s), "verify_replay");
+  args.payload = layer.payload;
+  check_grid(static_cast<long long>(args.num_rows) * args.c.HV * args.c.tiles, "rows");
+  check_launch(detail::launch_verify(args, s), "verify_replay");
 }
 
 void commit_copy(const DeviceBatch& b, Stream s) {
   require_layers(b, LayerNeeds{true, false, true, false});
-  StepArgs a = base_args(b);
-  check_grid(static_cast<long long>(a.num_layers) * a.num_rows * a.c.HV, "rows");
-  check_launch(detail::launch_commit_copy(a, s), "commit_copy");
+  LaunchArgs args = base_args(b);
+  check_grid(static_cast<long long>(args.num_layers) * args.num_rows * args.c.HV, "rows");
+  check_launch(detail::launch_commit_copy(args, s), "commit_copy");
 }
 
 void commit_replay(const DeviceBatch& b, Stream s) {
   require_layers(b, LayerNeeds{true, true, false, true});
   require(b.has_pages(), "page_table", "commit_replay needs a page table (set_rows)");
-  StepArgs a = base_args(b);
-  check_grid(static_cast<long long>(a.num_layers) * a.num_rows * a.c.HV * a.c.tiles, "rows");
-  check_launch(detail::launch_commit_replay(a, s), "commit_replay");
+  LaunchArgs args = base_args(b);
+  check_grid(static_cast<long long>(args.num_layers) * args.num_rows * args.c.HV * args.c.tiles, "rows");
+  check_launch(detail::launch_commit_replay(args, s), "commit_replay");
 }
 
-void ring_decode(const DeviceBatch& b, const LayerPointers& layer, const RingPointers& ring, const TokenInputs& in,
-                 void* o, Stream s) {
-  require(b.ring_length() >= 1 && b.write_pos().size() == b.rows().size(), "write_pos",
-          "set_ring_cursors() was not called after set_rows()");
+void ring_decode(const DeviceBatch& b, const LayerPointers& layer, const DecodeRingRecords& ring,
+                 const TokenInputs& in, void* o, Stream s) {
+  require(b.decode_ring_len() >= 1 && b.write_pos().size() == b.rows().size(), "write_pos",
+          "set_decode_ring() was not called after set_rows()");
   for (std::size_t i = 0; i < b.rows().size(); ++i)
     require(b.rows()[i].slot == kPadSlot || b.rows()[i].T == 1, "rows[" + std::to_string(i) + "].T",
             "ring decode takes one token per row, got ", b.rows()[i].T);
-  StepArgs a = base_args(b);
-  layer_args(a, layer, in, o);
+  LaunchArgs args = base_args(b);
+  layer_args(args, layer, in, o);
   require_ptr(ring.u, "ring.u");
   require_ptr(ring.k, "ring.k");
   require_ptr(ring.g, "ring.g");
-  a.ring_u = ring.u;
-  a.ring_k = ring.k;
-  a.ring_g = ring.g;
-  a.write_pos = b.d_write_pos();
-  a.ring_L = b.ring_length();
-  check_grid(static_cast<long long>(a.num_rows) * a.c.HV * a.c.tiles, "rows");
-  check_launch(detail::launch_ring_decode(a, s), "ring_decode");
+  args.ring_u = ring.u;
+  args.ring_k = ring.k;
+  args.ring_g = ring.g;
+  args.write_pos = b.d_write_pos();
+  args.ring_len = b.decode_ring_len();
+  check_grid(static_cast<long long>(args.num_rows) * args.c.HV * args.c.tiles, "rows");
+  check_launch(detail::launch_ring_decode(args, s), "ring_decode");
 }
 
 }  // namespace replayssm::cuda

@@ -1,10 +1,35 @@
-// Internal interface between the host launchers (host.cpp, g++) and the kernels (kernels.cu, nvcc).
-// Plain-old-data only: no CUDA, Eigen or JSON headers, so both compilers see the same layout.
+// Internal interface between the host launchers (host.cpp, g++) and the kernels (*.cu, nvcc).
+// Plain-old-data only: no CUDA, Eigen or JSON headers, so both compilers see the same layout. The few sizes
+// that both sides compute (V tile, token stage) are constexpr functions here (REPLAYSSM_HOST_DEVICE), written
+// once for both.
 #pragma once
 
 #include <cstdint>
 
+#include "replayssm/host_device.hpp"
+
 namespace replayssm::cuda::detail {
+
+// State rows held by each lane (the register tile is kNR rows x 16 elements; tile.cuh).
+constexpr int kNR = 8;
+// Tokens per stage chunk of the per-tile kernels (the persistent kernels stage max_T tokens at once).
+constexpr int kTC = 8;
+
+// Rows of one V tile: warps x kNR rows per lane x (32 / LK) rows per warp pass (LK lanes share a row).
+REPLAYSSM_HOST_DEVICE constexpr int v_tile_rows(int warps, int LK) { return warps * kNR * (32 / LK); }
+
+// Floats of the shared-memory token stage (token.cuh, Stage) for `cap` tokens: per token the normalised key
+// kn [K], the scaled query qs [K], alpha and g [a_width] each, beta, and the V tile's values v [VT]. I is the
+// caller's integer type (int on the device, std::size_t on the host), so each side keeps its arithmetic.
+template <class I>
+REPLAYSSM_HOST_DEVICE constexpr I stage_floats(I cap, int K, int a_width, int VT) {
+  return cap * (2 * K + 2 * a_width + 1 + VT);
+}
+// Bytes of that stage rounded up to 16: the persistent kernels' state buffer starts there.
+template <class I>
+REPLAYSSM_HOST_DEVICE constexpr I stage_bytes_16(I cap, int K, int a_width, int VT) {
+  return ((stage_floats<I>(cap, K, a_width, VT) * I(4) + I(15)) / I(16)) * I(16);
+}
 
 // Mirrors replayssm::BatchRow and replayssm::cuda::LayerPointers field for field (static_asserts in
 // host.cpp keep them in step).
@@ -19,10 +44,18 @@ struct DevLayer {
   const float* dt_bias;
 };
 
+// How keys and queries are L2-normalised (replayssm::L2Norm); int-valued so DevCfg keeps its layout.
+enum class L2Mode : int {
+  RsqrtMul = 0,  // x * (1 / sqrt(s + eps))
+  DivSqrt = 1,   // x / sqrt(s + eps)
+  None = 2,      // not normalised
+};
+
 // The model configuration as the kernels read it, plus the launch shape.
 struct DevCfg {
-  int H, HV, K, V, G, a_width;
-  int l2norm;          // 0 = x * (1/sqrt(s+eps)), 1 = x / sqrt(s+eps), 2 = none
+  int H, HV, K, V, G;
+  int aw;  // gate width a_width: 1 for GDN, K for KDA (read through a_width(), as on ModelConfig)
+  L2Mode l2norm;
   float l2_eps, q_scale;
   int round_beta_act;  // round beta through bf16 (only set when act dtype is BF16)
   int kda, kda_lower_bound;
@@ -30,13 +63,15 @@ struct DevCfg {
   int act_bf16, state_bf16, layout_vk;
   long long slot_stride;  // elements
   int LK, warps, tiles;   // lanes per state row, warps per CTA, V tiles per head
+  REPLAYSSM_HOST_DEVICE constexpr int a_width() const { return aw; }
 };
 
-struct StepArgs {
+// The one kernel parameter of every tile and commit kernel (passed by value: it lives in the constant bank).
+struct LaunchArgs {
   DevCfg c;
   const DevRow* rows = nullptr;
   int num_rows = 0, max_T = 1;
-  // one layer (verify, ring decode)
+  // one layer (verify, ring decode): packed token inputs q, k, v, a (gate), b (beta) (TokenInputs)
   const void *q = nullptr, *k = nullptr, *v = nullptr, *a = nullptr, *b = nullptr;
   const float *A_log = nullptr, *dt_bias = nullptr;
   void* pool = nullptr;     // layer pool (verify: read only; ring decode: flush writes in place)
@@ -50,22 +85,23 @@ struct StepArgs {
   // all-layer commits
   const DevLayer* layers = nullptr;
   int num_layers = 0;
-  // ring decode
+  // decode ring (standard decode, T = 1): records and cursors
   void* ring_u = nullptr;
   void* ring_k = nullptr;
   float* ring_g = nullptr;
   const std::int32_t* write_pos = nullptr;
-  int ring_L = 0;
+  int ring_len = 0;
   // Schedule of verify and commit_replay: 0 = one CTA per value-head tile, 1 = persistent grid with
   // cp.async prefetch of the next tile ([V,K] layout only). Same arithmetic either way.
   int persistent = 0;
 };
 
 // Each returns the cudaError_t of the launch (0 = success) as an int.
-int launch_verify(const StepArgs& a, void* stream);
-int launch_commit_replay(const StepArgs& a, void* stream);
-int launch_commit_copy(const StepArgs& a, void* stream);
-int launch_ring_decode(const StepArgs& a, void* stream);
+int launch_verify(const LaunchArgs& args, void* stream);         // verify.cu
+int launch_commit_replay(const LaunchArgs& args, void* stream);  // commit.cu
+int launch_commit_copy(const LaunchArgs& args, void* stream);    // commit.cu
+int launch_ring_decode(const LaunchArgs& args, void* stream);    // ring_decode.cu
+// fill_random.cu
 int launch_fill_random(void* dst, std::int64_t n, int bf16, std::uint64_t seed, float scale, void* stream);
 
 }  // namespace replayssm::cuda::detail

@@ -82,7 +82,7 @@ void run_ring(std::uint64_t seed, Op op, int Lring, WorstTracker& worst) {
   lp.pool = pool_d.get();
   lp.A_log = A_log.as<const float>();
   lp.dt_bias = dt_bias.as<const float>();
-  cuda::RingPointers ring{ru.get(), rk.get(), rg.as<float>()};
+  cuda::DecodeRingRecords ring{ru.get(), rk.get(), rg.as<float>()};
   cuda::DeviceBatch b(cfg, pool, PayloadGeometry{}, 1, nrows);
   std::vector<std::int32_t> wp(3, 0);
   const Tolerance tol = ring_tolerance(ad, sd), tol_s = sd == DType::BF16 || ad == DType::BF16
@@ -107,7 +107,7 @@ void run_ring(std::uint64_t seed, Op op, int Lring, WorstTracker& worst) {
     cuda::DeviceBuffer o = to_device(encode(o0, ad));
     o.fill_bytes(0x7f);
     b.set_rows(rows, {}, tok);
-    b.set_ring_cursors(cursors, Lring);
+    b.set_decode_ring(cursors, Lring);
     cuda::ring_decode(b, lp, ring, cuda::TokenInputs{q.get(), k.get(), v.get(), a.get(), bb.get()}, o.get());
     cuda::synchronize();
     const auto oimg = to_host(o);
@@ -217,8 +217,8 @@ TEST(GpuRing, L1IsBitExactWithVerifyAndCommit) {
       cuda::LayerPointers lf{poolF.get(), nullptr, scratch.get(), A_log.as<const float>(), dtb.as<const float>()};
       cuda::DeviceBatch br(cfg, pool, PayloadGeometry{}, 1, nrows), bf(cfg, pool, PayloadGeometry{}, 1, nrows);
       br.set_rows(rows, {}, 2);
-      br.set_ring_cursors({0, 0}, 1);
-      cuda::ring_decode(br, lr, cuda::RingPointers{ru.get(), rk.get(), rg.as<float>()}, ti, oR.get());
+      br.set_decode_ring({0, 0}, 1);
+      cuda::ring_decode(br, lr, cuda::DecodeRingRecords{ru.get(), rk.get(), rg.as<float>()}, ti, oR.get());
       bf.set_rows(rows, {}, 2);
       bf.set_layers({lf});
       cuda::verify_full_state(bf, lf, ti, oF.get());

@@ -348,11 +348,11 @@ TEST(GpuStep, LaunchersRejectBadDescriptors) {
   EXPECT_EQ(field_of([&] { cuda::commit_replay(b); }), "layers[0].payload");
   EXPECT_EQ(field_of([&] { cuda::commit_copy(b); }), "layers[0].scratch");
   EXPECT_EQ(field_of([&] { b.set_layers({lp, lp}); }), "layers");
-  cuda::RingPointers ring{o.get(), o.get(), o.as<float>()};
+  cuda::DecodeRingRecords ring{o.get(), o.get(), o.as<float>()};
   EXPECT_EQ(field_of([&] { cuda::ring_decode(b, lp, ring, in, o.get()); }), "write_pos");
-  b.set_ring_cursors({0, 0}, 4);
+  b.set_decode_ring({0, 0}, 4);
   EXPECT_EQ(field_of([&] { cuda::ring_decode(b, lp, ring, in, o.get()); }), "rows[0].T");
-  EXPECT_EQ(field_of([&] { b.set_ring_cursors({0, 4}, 4); }), "write_pos[1]");
+  EXPECT_EQ(field_of([&] { b.set_decode_ring({0, 4}, 4); }), "write_pos[1]");
   ModelConfig kv = cfg;
   kv.layout = StateLayout::KV;
   cuda::DeviceBatch bkv(kv, pool, pay, 4, 2);

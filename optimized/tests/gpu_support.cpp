@@ -9,6 +9,7 @@
 
 #include "replayssm/dtype.hpp"
 #include "replayssm/rng.hpp"
+#include "replayssm/tensor.hpp"
 
 namespace replayssm::testing {
 
@@ -18,33 +19,18 @@ std::uint64_t env_u64(const char* name, std::uint64_t def) {
   return std::strtoull(s, nullptr, 10);
 }
 
-std::size_t dsize(DType t) { return t == DType::BF16 ? 2 : 4; }
+std::size_t dsize(DType t) { return dtype_size(t); }
 
 std::vector<std::uint8_t> encode(const std::vector<float>& x, DType t) {
-  std::vector<std::uint8_t> b(x.size() * dsize(t));
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    if (t == DType::BF16) {
-      const std::uint16_t h = bf16_bits_from_f32(x[i]);
-      std::memcpy(&b[2 * i], &h, 2);
-    } else {
-      std::memcpy(&b[4 * i], &x[i], 4);
-    }
-  }
-  return b;
+  return Tensor::from_f32(t, {static_cast<std::int64_t>(x.size())}, x).data;
 }
 
 std::vector<float> decode(const std::uint8_t* bytes, std::size_t n, DType t) {
-  std::vector<float> x(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    if (t == DType::BF16) {
-      std::uint16_t h;
-      std::memcpy(&h, bytes + 2 * i, 2);
-      x[i] = f32_from_bf16_bits(h);
-    } else {
-      std::memcpy(&x[i], bytes + 4 * i, 4);
-    }
-  }
-  return x;
+  Tensor x;
+  x.dtype = t;
+  x.shape = {static_cast<std::int64_t>(n)};
+  x.data.assign(bytes, bytes + n * dsize(t));
+  return x.to_f32();
 }
 
 void put(std::vector<std::uint8_t>& img, std::int64_t at, const std::vector<float>& x, DType t) {

@@ -25,8 +25,10 @@ namespace replayssm::testing {
 // Unsigned environment variable, or def when unset/empty.
 std::uint64_t env_u64(const char* name, std::uint64_t def);
 
+// Bytes per element of dtype t (dtype_size).
 std::size_t dsize(DType t);
-// Raw bytes of a host tensor in dtype t (F32 or BF16); the values must already be representable.
+// Raw bytes of a host tensor in dtype t (F32 or BF16; Tensor::from_f32, BF16 rounded to nearest even: the
+// values must already be representable) and back (Tensor::to_f32, exact for every non-NaN value).
 std::vector<std::uint8_t> encode(const std::vector<float>& x, DType t);
 std::vector<float> decode(const std::uint8_t* bytes, std::size_t n, DType t);
 // Writes / reads n elements at element offset `at` of a byte image.

@@ -73,8 +73,8 @@ TEST(CudaHost, LaunchShapeIsTheDocumentedDecomposition) {
 TEST(CudaHost, ValidateRowsNamesTheField) {
   const ModelConfig c = cfg128();
   const PoolGeometry pool{2, 6, 0};
-  auto v = [&](std::vector<BatchRow> rows, std::int64_t total = 16, bool hazard = true, PoolGeometry p = {2, 6, 0}) {
-    return field_of([&] { cuda::validate_rows(c, p, 4, total, rows, true, hazard); });
+  auto v = [&](std::vector<BatchRow> rows, std::int64_t total = 16, PoolGeometry p = {2, 6, 0}) {
+    return field_of([&] { cuda::validate_rows(c, p, 4, total, rows, true); });
   };
   EXPECT_EQ(v({{0, 0, 4, 0, 4}, {1, 3, 2, 4, 0}}), "<no error>");
   EXPECT_EQ(v({{0, 0, 4, 0, 5}}), "rows[0].accepted");
@@ -87,10 +87,8 @@ TEST(CudaHost, ValidateRowsNamesTheField) {
   EXPECT_EQ(v({{kPadSlot, kPadSlot, 0, 99, 0}}), "<no error>");  // T = 0: no window
   // One all-layer commit reads and writes every row: a write slot may not be another row's read slot.
   EXPECT_EQ(v({{0, 1, 2, 0, 0}, {1, 2, 2, 2, 0}}), "rows[0].write_slot");
-  // validate_batch itself refuses the hazard (the CPU reference would diverge too), whatever the flag says.
-  EXPECT_EQ(v({{0, 1, 2, 0, 0}, {1, 2, 2, 2, 0}}, 16, false), "rows[0].write_slot");
-  EXPECT_EQ(v({{0, 0, 1, 0, 0}}, 16, true, PoolGeometry{2, 6, c.state_elems() + 2}), "pool.slot_stride");
-  EXPECT_EQ(v({{0, 0, 1, 0, 0}}, 16, true, PoolGeometry{2, 6, 8}), "pool.slot_stride");
+  EXPECT_EQ(v({{0, 0, 1, 0, 0}}, 16, PoolGeometry{2, 6, c.state_elems() + 2}), "pool.slot_stride");
+  EXPECT_EQ(v({{0, 0, 1, 0, 0}}, 16, PoolGeometry{2, 6, 8}), "pool.slot_stride");
   (void)pool;
 }
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "replayssm/config.hpp"
+#include "replayssm/payload_row.hpp"
 
 namespace replayssm {
 
@@ -56,14 +57,8 @@ void validate_batch(const std::vector<BatchRow>& rows, const PoolGeometry& pool,
 // rows are stored in pages of `page_tokens` rows. Window token t of batch row r lives at physical row
 // page_table[r * pages_per_row + t / page_tokens] * page_tokens + t % page_tokens of the layer's payload
 // buffer ([num_pages * page_tokens, row_width] elements). This is the one definition of the layout: the
-// reference targets, the CUDA kernels (through their launch arguments) and the tests all read it here.
-struct PayloadRowLayout {
-  std::int64_t k = 0;      // k [H, K] at element 0 of the row
-  std::int64_t v = 0;      // v [HV, V] at H*K
-  std::int64_t a = 0;      // a [HV, a_width] at H*K + HV*V
-  std::int64_t b = 0;      // b [HV] at H*K + HV*V + HV*a_width
-  std::int64_t width = 0;  // elements per row: H*K + HV*V + HV*a_width + HV
-};
+// reference targets and the tests read it here; its formula, payload_row_layout (replayssm/payload_row.hpp),
+// is also what the CUDA kernels evaluate on the device.
 
 struct PayloadGeometry {
   std::int32_t page_tokens = 4;

@@ -1,5 +1,6 @@
 // replayssm/cuda/kernels.hpp — CUDA kernels for GDN / KDA speculative-decode verify, state commit and
-// ring decode, driven by the same descriptors as the CPU reference (replayssm/step.hpp).
+// standard decode on the decode ring (ring_decode), driven by the same descriptors as the CPU reference
+// (replayssm/step.hpp).
 //
 // This header needs no CUDA header: device memory is passed as plain pointers, streams as `Stream`
 // (the same type as cudaStream_t; nullptr is the legacy default stream).
@@ -24,6 +25,23 @@
 // reduction order, so their outputs and committed states are BIT-IDENTICAL (docs/cuda.md, "Numerics").
 // Committed states are rounded to the state dtype once, from the fp32 running state ("round at commit").
 //
+// One reference per kernel: the CPU function of reference/include/replayssm/reference/batch.hpp that each
+// entry point is checked against, and how the GPU tests compare them:
+//   kernel             reference                        comparison
+//   verify_full_state  ref::batch::verify_full_state    GPU vs CPU float: gpu_vs_cpu_tolerance(dtype)
+//                                                       (optimized/tests/gpu_support.cpp; derivation in
+//                                                       docs/cuda.md, "Numerics")
+//   verify_replay      ref::batch::verify_replay        outputs bit-identical to verify_full_state; payload
+//                                                       bit-identical to the raw inputs
+//   commit_copy        ref::batch::commit_copy          bit-exact copy of scratch state n-1
+//   commit_replay      ref::batch::commit_replay        bit-identical to commit_copy after verify_full_state;
+//                                                       vs CPU: gpu_vs_cpu_tolerance
+//   ring_decode        ref::batch::ring_decode (closed  ring_tolerance in the GPU ring test
+//                      form with suffix sums of         (optimized/tests/gpu_ring_test.cpp)
+//                      log-decays, the kernel's
+//                      summation order:
+//                      ref::Reconstruction::SuffixSum)
+//
 // ------------------------------------------------------------------------------------------------------
 // Shapes, layouts and units (elements, row-major, innermost last):
 //   pool (per layer)    num_slots * slot_stride elements of cfg.state_dtype; slot s at s * slot_stride;
@@ -40,11 +58,12 @@
 //                       at ((r * max_T + t) * HV + hv) * K*V, in cfg.layout
 //   payload (per layer) [num_pages * page_tokens, PayloadGeometry::row_width(cfg)] cfg.act_dtype; token t of
 //                       batch row r in physical row page_table[r * pages_per_row + t / page_tokens] *
-//                       page_tokens + t % page_tokens; inside a row: k [H,K] at 0, v [HV,V] at H*K,
-//                       a [HV,a_width] at H*K + HV*V, b [HV] at H*K + HV*V + HV*a_width (raw input bits)
-//   ring (per layer)    u [num_slots, HV, L, V] act dtype, k [num_slots, H, L, K] act dtype (normalised
-//                       keys), g [num_slots, HV, L] fp32 log-decay ([num_slots, HV, L, K] for KDA); record
-//                       j of slot s at index j
+//                       page_tokens + t % page_tokens; inside a row (PayloadGeometry::row_layout): k [H,K]
+//                       at 0, v [HV,V] at H*K, a [HV,a_width] at H*K + HV*V, b [HV] at H*K + HV*V + HV*a_width
+//                       (raw input bits)
+//   decode ring         (per layer, DecodeRingRecords) u [num_slots, HV, ring_len, V] act dtype,
+//                       k [num_slots, H, ring_len, K] act dtype (normalised keys), g [num_slots, HV, ring_len]
+//                       fp32 log-decay ([num_slots, HV, ring_len, K] for KDA); record j of slot s at index j
 //
 // Supported: op GDN and KDA (both gate forms); K in {64, 128, 256}; V in [1, 1024]; layouts VK (tuned) and
 // KV (same arithmetic, strided loads); state dtype F32/BF16; act dtype F32/BF16; any H, HV with HV % H == 0;
@@ -128,8 +147,9 @@ struct TokenInputs {
   const void* b = nullptr;
 };
 
-// Per-layer ring buffers of standard decode (shapes above).
-struct RingPointers {
+// Per-layer record buffers of the decode ring (standard decode, T = 1; shapes above). The decode ring is not
+// the spec ring of speculative decode (SpecRingGeometry in replayssm/step.hpp), which has no CUDA kernel.
+struct DecodeRingRecords {
   void* u = nullptr;
   void* k = nullptr;
   float* g = nullptr;
@@ -138,14 +158,13 @@ struct RingPointers {
 // ------------------------------------------------------------------------------------------------------
 // Host-side validation, usable without a GPU. Each throws Error naming the first offending field.
 //
-// validate_rows: validate_batch(rows, pool, cfg, max_T, total_tokens, check_accepted) plus what the kernels
-// additionally rely on: a PAD row with T > 0 names a token window inside [0, total_tokens) (its outputs are
-// zero-filled), and no two windows overlap, PAD windows included ("rows[i].token_offset"); pool.slot_stride
-// is a multiple of 4 ("pool.slot_stride"); with check_write_hazard, no row's write_slot is another row's read
-// slot, since one commit launch reads and writes all rows at once ("rows[i].write_slot").
+// validate_rows: check_supported(cfg) ("cfg.<field>"), then validate_batch(rows, pool, cfg, max_T, total_tokens,
+// check_accepted) (replayssm/step.hpp: every window with T > 0, PAD rows' included, inside [0, total_tokens)
+// and no two overlapping, "rows[i].token_offset"; no row's write_slot another row's read slot, since one commit
+// launch reads and writes all rows at once, "rows[i].write_slot"; ...), plus what only the kernels require:
+// pool.slot_stride a multiple of 4 ("pool.slot_stride").
 void validate_rows(const ModelConfig& cfg, const PoolGeometry& pool, std::int32_t max_T,
-                   std::int64_t total_tokens, const std::vector<BatchRow>& rows, bool check_accepted,
-                   bool check_write_hazard);
+                   std::int64_t total_tokens, const std::vector<BatchRow>& rows, bool check_accepted);
 // validate_layers: size == pool.num_layers ("layers"); every named field non-null ("layers[i].pool", ...).
 struct LayerNeeds {
   bool pool = true, payload = false, scratch = false, params = false;
@@ -178,14 +197,15 @@ class DeviceBatch {
   DeviceBatch(const DeviceBatch&) = delete;
   DeviceBatch& operator=(const DeviceBatch&) = delete;
 
-  // Validates (validate_rows with check_accepted and check_write_hazard; payload page table when non-empty:
+  // Validates (validate_rows with check_accepted; payload page table when non-empty:
   // PayloadGeometry::validate_page_table, pages_per_row * page_tokens >= max_T) and uploads on stream s.
   void set_rows(const std::vector<BatchRow>& rows, const std::vector<std::int32_t>& page_table,
                 std::int64_t total_tokens, Stream s = nullptr);
   // Replaces every row's `accepted` (n in [0, T], "accepted[i]") and uploads.
   void set_accepted(const std::vector<std::int32_t>& accepted, Stream s = nullptr);
-  // Standard decode cursors: write_pos[i] in [0, L-1] for every row ("write_pos[i]"), ring length L >= 1.
-  void set_ring_cursors(const std::vector<std::int32_t>& write_pos, std::int32_t L, Stream s = nullptr);
+  // Decode ring cursors of standard decode: ring_len >= 1 records per slot ("ring_len"), write_pos[i] in
+  // [0, ring_len - 1] for every row ("write_pos", "write_pos[i]"); uploads write_pos.
+  void set_decode_ring(const std::vector<std::int32_t>& write_pos, std::int32_t ring_len, Stream s = nullptr);
   // Uploads the per-layer pointer table used by the all-layer commits (validate_layers first).
   void set_layers(const std::vector<LayerPointers>& layers, Stream s = nullptr);
   // Schedule of the verify and replay-commit launches (default Auto). Persistent with the [K,V] layout
@@ -203,7 +223,7 @@ class DeviceBatch {
   const std::vector<BatchRow>& rows() const { return rows_; }
   std::int64_t total_tokens() const { return total_tokens_; }
   bool has_pages() const { return has_pages_; }
-  std::int32_t ring_length() const { return ring_L_; }
+  std::int32_t decode_ring_len() const { return ring_len_; }
   const std::vector<std::int32_t>& write_pos() const { return write_pos_; }
   const std::vector<LayerPointers>& layers() const { return layers_; }
 
@@ -223,7 +243,7 @@ class DeviceBatch {
   std::vector<LayerPointers> layers_;
   std::int64_t total_tokens_ = 0;
   bool has_pages_ = false;
-  std::int32_t ring_L_ = 0;
+  std::int32_t ring_len_ = 0;
   Schedule sched_ = Schedule::Auto;
   DeviceBuffer d_rows_, d_pages_, d_write_pos_, d_layers_;
 };
@@ -255,14 +275,14 @@ void verify_replay(const DeviceBatch& b, const LayerPointers& layer, const Token
 // page table and accepted, and set_layers() (pool, payload, A_log, dt_bias).
 void commit_replay(const DeviceBatch& b, Stream s = nullptr);
 
-// (4) Standard ring decode of one layer (GDN and KDA, every row T = 1): with m = write_pos of the row, the
-// kernel rebuilds S_m = exp(G_m) S_0 + sum_{j<m} exp(G_m - G_j) u_j k_j^T from the checkpoint S_0 (pool
-// slot `slot`) and the ring records, runs the token step and writes o. If m == L - 1 (flush) it stores
-// S_new into the checkpoint in place and appends nothing; otherwise it appends the record (u = delta,
+// (4) Standard decode on the decode ring, one layer (GDN and KDA, every row T = 1): with m = write_pos of the
+// row, the kernel rebuilds S_m = exp(G_m) S_0 + sum_{j<m} exp(G_m - G_j) u_j k_j^T from the checkpoint S_0
+// (pool slot `slot`) and the ring records, runs the token step and writes o. If m == ring_len - 1 (flush) it
+// stores S_new into the checkpoint in place and appends nothing; otherwise it appends the record (u = delta,
 // k = normalised key, g = log-decay) at index m and leaves the checkpoint untouched. The caller advances
-// write_pos (m == L-1 ? 0 : m+1). KDA keeps g per channel: ring g is then [num_slots, HV, L, K].
-// Needs set_rows() (all real rows T == 1) and set_ring_cursors().
-void ring_decode(const DeviceBatch& b, const LayerPointers& layer, const RingPointers& ring,
+// write_pos (m == ring_len - 1 ? 0 : m + 1). KDA keeps g per channel: g is then [num_slots, HV, ring_len, K].
+// Needs set_rows() (all real rows T == 1) and set_decode_ring().
+void ring_decode(const DeviceBatch& b, const LayerPointers& layer, const DecodeRingRecords& ring,
                  const TokenInputs& in, void* o, Stream s = nullptr);
 
 // ------------------------------------------------------------------------------------------------------

@@ -1,0 +1,175 @@
+// All-layer commits, one launch for every layer of a step:
+//   (1c) ReplaySSM commit: replays the first n = accepted tokens of each real row from the payload
+//        commit_replay_kernel  per-tile: grid (layer, row, value head, V tile)
+//        commit_pipe_kernel    persistent ([V,K]): resident CTAs walk the items, state tile prefetched
+//   (1a) full-state commit: commit_copy_kernel copies scratch state n-1 into the pool, grid (layer, row,
+//        value head)
+// plus launch_commit_replay and launch_commit_copy.
+#include "dispatch.cuh"
+#include "launch.hpp"
+#include "tile.cuh"
+#include "token.cuh"
+
+namespace replayssm::cuda::detail {
+namespace {
+
+template <int LK, bool KDA>
+__global__ void __launch_bounds__(128) commit_replay_kernel(const LaunchArgs args) {
+  extern __shared__ float4 smem4[];
+  const DevCfg& c = args.c;
+  const Coords at = coords(c, args.num_rows);
+  const DevRow row = args.rows[at.r];
+  const int n = row.accepted;
+  if (row.slot < 0 || row.write_slot < 0 || n <= 0) return;
+  const LaneGeo<LK> lg(c, at.tile);
+  const int r0 = lg.tile_base + lg.lrow0, kl = lg.kl;
+  const DevLayer layer = args.layers[at.layer];
+  const int hv = at.hv, h = hv / c.G;
+  const Stage st(reinterpret_cast<float*>(smem4), c, lg.VT, kTC);
+  float s[kNR][kEK];
+  load_tile<LK>(c, state_head(c, layer.pool, row.slot, hv), r0, kl, s);
+  const float A_log = __ldg(layer.A_log + hv);
+  const float* dtb = layer.dt_bias + static_cast<long long>(hv) * c.a_width();
+  auto stage_chunk = [&](int t0, int nt) {
+    stage_commit_chunk<LK, KDA, false>(args, st, layer.payload, at.r, t0, nt, h, hv, lg.tile_base, A_log, dtb);
+    __syncthreads();
+  };
+  // Whole chunks of kTC tokens first (only when n > kTC), then the last chunk row group by row group, each
+  // group stored as soon as its last token is done.
+  int t0 = 0;
+  for (; t0 + kTC < n; t0 += kTC) {
+    stage_chunk(t0, kTC);
+    for (int tt = 0; tt < kTC; ++tt) {
+      float d[kNR], o[kNR];
+      run_staged<LK, KDA, false>(st, tt, kl, lg.lrow0, s, d, o);
+    }
+    __syncthreads();
+  }
+  const int nt = n - t0;
+  stage_chunk(t0, nt);
+  void* dst = state_head(c, layer.pool, row.write_slot, hv);
+  auto rows_run = [&](auto i0c, auto i1c) {
+    constexpr int I0 = decltype(i0c)::value, I1 = decltype(i1c)::value;
+    for (int tt = 0; tt < nt; ++tt) {
+      float d[kNR], o[kNR];
+      run_staged<LK, KDA, false, I0, I1>(st, tt, kl, lg.lrow0, s, d, o);
+    }
+    store_tile<LK, I0, I1>(c, dst, r0, kl, s);
+  };
+  for_row_groups(rows_run);
+}
+
+// Persistent schedule of the replay commit (see verify_pipe_kernel in verify.cu); the per-element arithmetic
+// is the one of commit_replay_kernel.
+template <int LK, bool KDA>
+__global__ void __launch_bounds__(128, 1) commit_pipe_kernel(const LaunchArgs args) {
+  extern __shared__ float4 smem4[];
+  const DevCfg& c = args.c;
+  const long long total = static_cast<long long>(args.num_layers) * args.num_rows * c.HV * c.tiles;
+  const LaneGeo<LK> lg(c, 0);
+  const int kl = lg.kl;
+  const Stage st(reinterpret_cast<float*>(smem4), c, lg.VT, args.max_T);
+  char* buf = reinterpret_cast<char*>(smem4) + stage_bytes_16<int>(args.max_T, c.K, c.a_width(), lg.VT);
+  auto next_real = [&](long long w) {
+    for (; w < total; w += gridDim.x) {
+      const DevRow row = args.rows[item_coords(c, args.num_rows, w).r];
+      if (row.slot >= 0 && row.write_slot >= 0 && row.accepted > 0) return w;
+    }
+    return total;
+  };
+  auto prefetch = [&](long long w) {
+    const Coords at = item_coords(c, args.num_rows, w);
+    prefetch_tile<LK>(c, state_head(c, args.layers[at.layer].pool, args.rows[at.r].slot, at.hv),
+                      at.tile * lg.VT + lg.lrow0, kl, buf);
+  };
+  long long cur = next_real(blockIdx.x);
+  if (cur < total) prefetch(cur);
+  while (cur < total) {
+    const Coords at = item_coords(c, args.num_rows, cur);
+    const DevRow row = args.rows[at.r];
+    const DevLayer layer = args.layers[at.layer];
+    const int n = row.accepted, hv = at.hv, h = hv / c.G;
+    const int tile_base = at.tile * lg.VT, r0 = tile_base + lg.lrow0;
+    const float A_log = __ldg(layer.A_log + hv);
+    const float* dtb = layer.dt_bias + static_cast<long long>(hv) * c.a_width();
+    const long long nxt = next_real(cur + gridDim.x);
+    float s[kNR][kEK];
+    __syncthreads();  // the stage is free (previous item)
+    stage_commit_chunk<LK, KDA, true>(args, st, layer.payload, at.r, 0, n, h, hv, tile_base, A_log, dtb);
+    cp_async_wait_all();
+    tile_from_smem<LK>(c, buf, r0, s);
+    __syncthreads();  // stage written; state buffer consumed by every thread
+    if (nxt < total) prefetch(nxt);
+    for (int t = 0; t < n; ++t) {
+      float d[kNR], o[kNR];
+      run_staged<LK, KDA, false>(st, t, kl, lg.lrow0, s, d, o);
+    }
+    store_tile_vk<LK>(c, state_head(c, layer.pool, row.write_slot, hv), r0, kl, s);
+    cur = nxt;
+  }
+}
+
+// Copies `bytes` from src to dst with the block's threads, U independent loads in flight per thread.
+template <class W>
+__device__ __forceinline__ void block_copy(const void* src_v, void* dst_v, long long bytes) {
+  const W* src = static_cast<const W*>(src_v);
+  W* dst = static_cast<W*>(dst_v);
+  const int count = static_cast<int>(bytes / static_cast<long long>(sizeof(W)));
+  constexpr int U = 8;
+  const int step = static_cast<int>(blockDim.x);
+  int i = threadIdx.x;
+  for (; i + (U - 1) * step < count; i += U * step) {
+    W tmp[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) tmp[u] = __ldcs(src + i + u * step);
+#pragma unroll
+    for (int u = 0; u < U; ++u) __stcs(dst + i + u * step, tmp[u]);
+  }
+  for (; i < count; i += step) __stcs(dst + i, __ldcs(src + i));
+}
+
+__global__ void __launch_bounds__(256) commit_copy_kernel(const LaunchArgs args) {
+  const DevCfg& c = args.c;
+  const long long x = blockIdx.x;
+  const int hv = static_cast<int>(x % c.HV);
+  const int r = static_cast<int>((x / c.HV) % args.num_rows);
+  const int l = static_cast<int>(x / (static_cast<long long>(c.HV) * args.num_rows));
+  const DevRow row = args.rows[r];
+  const int n = row.accepted;
+  if (row.slot < 0 || row.write_slot < 0 || n <= 0) return;
+  const DevLayer layer = args.layers[l];
+  const long long es = c.state_bf16 ? 2 : 4;
+  const long long head_bytes = static_cast<long long>(c.K) * c.V * es;
+  const char* src =
+      static_cast<const char*>(layer.scratch) + ((static_cast<long long>(r) * args.max_T + n - 1) * c.HV + hv) * head_bytes;
+  char* dst = state_head(c, layer.pool, row.write_slot, hv);
+  // Heads are 16-byte aligned when slot_stride * element size is; otherwise (bf16 with slot_stride % 8 == 4)
+  // only 8-byte aligned.
+  if ((c.slot_stride * es) % 16 == 0)
+    block_copy<uint4>(src, dst, head_bytes);
+  else
+    block_copy<uint2>(src, dst, head_bytes);
+}
+
+template <int LK, bool KDA>
+struct CommitReplayKernels {
+  static constexpr auto per_tile = commit_replay_kernel<LK, KDA>;
+  static constexpr bool has_persistent = true;
+  static constexpr auto persistent = commit_pipe_kernel<LK, KDA>;
+};
+
+}  // namespace
+
+int launch_commit_replay(const LaunchArgs& args, void* stream) {
+  const long long items = static_cast<long long>(args.num_layers) * args.num_rows * args.c.HV * args.c.tiles;
+  return launch_tiles<CommitReplayKernels>(args, items, stream);
+}
+
+int launch_commit_copy(const LaunchArgs& args, void* stream) {
+  const unsigned grid = static_cast<unsigned>(static_cast<long long>(args.num_layers) * args.num_rows * args.c.HV);
+  if (grid == 0) return 0;
+  commit_copy_kernel<<<grid, 256, 0, static_cast<cudaStream_t>(stream)>>>(args);
+  return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace replayssm::cuda::detail

@@ -1,0 +1,26 @@
+// Host part of the persistent launch decision (dispatch.cuh): device limits and occupancy of a persistent
+// kernel for a given dynamic shared memory size. No kernels here.
+#include "dispatch.cuh"
+
+namespace replayssm::cuda::detail {
+
+int persistent_grid(const void* kernel, int threads, std::size_t smem, long long items, unsigned* grid) {
+  int dev = 0, sms = 0, optin = 0, per_sm = 0;
+  cudaError_t e;
+  if ((e = cudaGetDevice(&dev)) != cudaSuccess) return static_cast<int>(e);
+  if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return static_cast<int>(e);
+  if ((e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess)
+    return static_cast<int>(e);
+  if (smem > static_cast<std::size_t>(optin)) return kNoFit;
+  if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem))) !=
+      cudaSuccess)
+    return static_cast<int>(e);
+  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem)) != cudaSuccess)
+    return static_cast<int>(e);
+  if (per_sm < 2) return kNoFit;
+  const long long resident = static_cast<long long>(per_sm) * sms;
+  *grid = static_cast<unsigned>(items < resident ? items : resident);
+  return 0;
+}
+
+}  // namespace replayssm::cuda::detail

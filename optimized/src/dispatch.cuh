@@ -1,0 +1,85 @@
+// Launching the tile kernels (verify, commit_replay, ring_decode): ONE dispatcher that picks the <LK, KDA>
+// instance from the launch arguments, and ONE launch function that decides per-tile vs persistent.
+//
+// A kernel family is a class template Kernels<LK, KDA> with
+//   static constexpr auto per_tile = ...;    grid = one CTA per work item, stage of kTC tokens
+//   static constexpr bool has_persistent;    and, when true,
+//   static constexpr auto persistent = ...;  grid = resident CTAs looping over the items, stage of max_T
+//                                            tokens plus one prefetched state tile
+// Each .cu instantiates these templates for its own kernels and launches them itself (no -rdc).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "launch.hpp"
+
+namespace replayssm::cuda::detail {
+
+// persistent_grid's answer when the persistent schedule does not fit (see there).
+constexpr int kNoFit = -1;
+
+// Persistent launch shape (dispatch.cu): sets the kernel's dynamic shared memory limit to `smem` and returns
+// 0 with *grid = min(items, resident CTAs per SM * SMs), or kNoFit when smem exceeds the device's opt-in
+// limit or fewer than two CTAs would be resident per SM (a long token window), or a cudaError_t.
+int persistent_grid(const void* kernel, int threads, std::size_t smem, long long items, unsigned* grid);
+
+// One CTA per work item; dynamic shared memory = the stage of kTC tokens.
+template <class KernelT>
+int launch_per_tile(KernelT kernel, const LaunchArgs& args, long long items, void* stream) {
+  const unsigned grid = static_cast<unsigned>(items);
+  const dim3 block(32 * args.c.warps);
+  if (grid == 0) return 0;
+  const int VT = v_tile_rows(args.c.warps, args.c.LK);
+  const std::size_t smem = sizeof(float) * stage_floats<std::size_t>(kTC, args.c.K, args.c.a_width(), VT);
+  if (smem > 48 * 1024) return static_cast<int>(cudaErrorInvalidValue);
+  kernel<<<grid, block, smem, static_cast<cudaStream_t>(stream)>>>(args);
+  return static_cast<int>(cudaGetLastError());
+}
+
+// Persistent launch: stage of max_T tokens + one state tile (W*32 threads * 32 chunks of 16 or 8 bytes) of
+// dynamic shared memory. Returns kNoFit, launching nothing, when it does not fit (persistent_grid).
+template <class KernelT>
+int launch_persistent(KernelT kernel, const LaunchArgs& args, long long items, void* stream) {
+  if (items == 0) return 0;
+  const int threads = 32 * args.c.warps;
+  const int VT = v_tile_rows(args.c.warps, args.c.LK);
+  const std::size_t stage =
+      stage_bytes_16<std::size_t>(static_cast<std::size_t>(args.max_T), args.c.K, args.c.a_width(), VT);
+  const std::size_t smem = stage + static_cast<std::size_t>(threads) * kNR * 4 * (args.c.state_bf16 ? 8 : 16);
+  unsigned grid = 0;
+  const int rc = persistent_grid(reinterpret_cast<const void*>(kernel), threads, smem, items, &grid);
+  if (rc != 0) return rc;
+  kernel<<<grid, threads, smem, static_cast<cudaStream_t>(stream)>>>(args);
+  return static_cast<int>(cudaGetLastError());
+}
+
+// The one launch decision: with args.persistent (and a persistent kernel in the family) the persistent
+// schedule, falling back to per-tile when it does not fit (same arithmetic, the window staged in chunks).
+template <class Ks>
+int launch_instance(const LaunchArgs& args, long long items, void* stream) {
+  if constexpr (Ks::has_persistent) {
+    if (args.persistent) {
+      const int rc = launch_persistent(Ks::persistent, args, items, stream);
+      if (rc != kNoFit) return rc;
+    }
+  }
+  return launch_per_tile(Ks::per_tile, args, items, stream);
+}
+
+// The one size / op dispatcher: lanes per row LK in {4, 8, 16} (K = 64, 128, 256) x GDN / KDA.
+template <template <int, bool> class Kernels>
+int launch_tiles(const LaunchArgs& args, long long items, void* stream) {
+  switch (args.c.LK * 2 + (args.c.kda ? 1 : 0)) {
+    case 8: return launch_instance<Kernels<4, false>>(args, items, stream);
+    case 9: return launch_instance<Kernels<4, true>>(args, items, stream);
+    case 16: return launch_instance<Kernels<8, false>>(args, items, stream);
+    case 17: return launch_instance<Kernels<8, true>>(args, items, stream);
+    case 32: return launch_instance<Kernels<16, false>>(args, items, stream);
+    case 33: return launch_instance<Kernels<16, true>>(args, items, stream);
+    default: return static_cast<int>(cudaErrorInvalidValue);
+  }
+}
+
+}  // namespace replayssm::cuda::detail
