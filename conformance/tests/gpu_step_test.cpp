@@ -15,6 +15,7 @@
 #include "replayssm/compare.hpp"
 #include "replayssm/cuda/kernels.hpp"
 #include "replayssm/error.hpp"
+#include "replayssm/reference/batch.hpp"
 #include "replayssm/reference/gdn.hpp"
 #include "replayssm/reference/inputs.hpp"
 #include "replayssm/rng.hpp"
@@ -215,37 +216,61 @@ void run_case(const StepCase& c, WorstTracker& worst, bool verbose) {
     }
   }
 
-  // CPU float reference (skipped when beta is rounded to bf16: see gpu_vs_cpu_tolerance / docs).
+  // CPU float reference: the batch-level reference of the same kernels over the same descriptors
+  // (reference/batch.hpp), storing the F32 values before the kernels' one rounding (Store::Unrounded; the
+  // tolerance includes that rounding). Skipped when beta is rounded to bf16: see gpu_vs_cpu_tolerance / docs.
   if (cfg.round_beta_to_act) return;
   const Tolerance to = gpu_vs_cpu_tolerance(ad), ts = gpu_vs_cpu_tolerance(sd);
+  ref::batch::Batch rb;
+  rb.cfg = cfg;
+  rb.pool = c.pool;
+  rb.payload = c.pay;
+  rb.max_T = c.max_T;
+  rb.rows = c.rows;
+  rb.page_table = c.pages;
+  rb.total_tokens = c.total_tokens;
+  rb.validate();
+  std::vector<std::vector<float>> ref_pool(static_cast<std::size_t>(L)), ref_scratch(static_cast<std::size_t>(L)),
+      ref_o(static_cast<std::size_t>(L));
+  std::vector<ref::batch::Layer> ref_layers;
   for (int l = 0; l < L; ++l) {
     const auto li = static_cast<std::size_t>(l);
-    const auto& h = lh[li];
+    ref_pool[li] = get(pool0[li], 0, static_cast<std::size_t>(pool_elems), sd);
+    ref_scratch[li].assign(static_cast<std::size_t>(nrows) * static_cast<std::size_t>(c.max_T * cfg.state_elems()), 0.f);
+    ref_o[li].assign(static_cast<std::size_t>(o_elems), 0.f);
+    ref_layers.push_back(ref::batch::Layer{&lh[li].params, &ref_pool[li], nullptr, &ref_scratch[li]});
+    ref::batch::verify_full_state(rb, ref_layers[li], lh[li].in, ref_o[li], ref::batch::Store::Unrounded);
+  }
+  ref::batch::commit_copy(rb, ref_layers);
+  const auto slice = [](const std::vector<float>& x, std::int64_t at, std::int64_t n) {
+    return std::vector<float>(x.begin() + at, x.begin() + at + n);
+  };
+  for (int l = 0; l < L; ++l) {
+    const auto li = static_cast<std::size_t>(l);
     const auto pb = to_host(poolB[li]);
     for (int r = 0; r < nrows; ++r) {
       const BatchRow& b = c.rows[static_cast<std::size_t>(r)];
       if (b.slot == kPadSlot) continue;
-      std::vector<float> S = get(pool0[li], b.slot * stride, static_cast<std::size_t>(cfg.state_elems()), sd);
-      std::vector<float> o;
-      std::vector<std::vector<float>> after;
-      ref::run_recurrent<float>(cfg, h.params, h.in.slice(cfg, b.token_offset, b.T), S, o, &after);
-      const auto og = get(oh[li], static_cast<std::int64_t>(b.token_offset) * cfg.HV * cfg.V,
-                          static_cast<std::size_t>(b.T) * cfg.HV * cfg.V, ad);
+      const std::int64_t ob = static_cast<std::int64_t>(b.token_offset) * cfg.HV * cfg.V,
+                         on = static_cast<std::int64_t>(b.T) * cfg.HV * cfg.V;
+      const auto o = slice(ref_o[li], ob, on);
+      const auto og = get(oh[li], ob, static_cast<std::size_t>(on), ad);
       const auto ro = compare(o, og, to);
       worst.add(std::string("o ") + std::string(dtype_name(ad)), ro, o, og);
       EXPECT_TRUE(ro.ok) << "layer " << l << " row " << r << " outputs: " << ro.str();
       for (int t = 0; t < b.T; ++t) {
-        const auto sg = get(scratch_h[li], ((static_cast<std::int64_t>(r) * c.max_T + t) * cfg.HV) * head,
-                            static_cast<std::size_t>(cfg.state_elems()), sd);
-        const auto rs = compare(after[static_cast<std::size_t>(t)], sg, ts);
-        worst.add(std::string("S_t ") + std::string(dtype_name(sd)), rs, after[static_cast<std::size_t>(t)], sg);
+        const std::int64_t at = ((static_cast<std::int64_t>(r) * c.max_T + t) * cfg.HV) * head;
+        const auto want = slice(ref_scratch[li], at, cfg.state_elems());
+        const auto sg = get(scratch_h[li], at, static_cast<std::size_t>(cfg.state_elems()), sd);
+        const auto rs = compare(want, sg, ts);
+        worst.add(std::string("S_t ") + std::string(dtype_name(sd)), rs, want, sg);
         EXPECT_TRUE(rs.ok) << "layer " << l << " row " << r << " state after token " << t << ": " << rs.str();
       }
       if (b.write_slot != kPadSlot && b.accepted > 0) {
+        const auto want = slice(ref_pool[li], b.write_slot * stride, cfg.state_elems());
         const auto cg = get(pb, b.write_slot * stride, static_cast<std::size_t>(cfg.state_elems()), sd);
-        const auto rc = compare(after[static_cast<std::size_t>(b.accepted - 1)], cg, ts);
-        worst.add(std::string("S_commit ") + std::string(dtype_name(sd)), rc, after[static_cast<std::size_t>(b.accepted - 1)],
-                  cg);
+        const auto rc = compare(want, cg, ts);
+        worst.add(std::string("S_commit ") + std::string(dtype_name(sd)), rc, want, cg);
         EXPECT_TRUE(rc.ok) << "layer " << l << " row " << r << " committed state (n=" << b.accepted << "): " << rc.str();
       }
     }
