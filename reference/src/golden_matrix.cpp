@@ -23,14 +23,7 @@ nlohmann::json shape_json(const std::string& suite, const PublicShape& s) {
 
 ModelConfig model(const std::string& name, Op op, int H, int HV, int K, int V, DType act, DType state,
                   StateLayout layout) {
-  ModelConfig c;
-  c.name = name;
-  c.op = op;
-  c.H = H;
-  c.HV = HV;
-  c.K = K;
-  c.V = V;
-  c.num_layers = 1;
+  ModelConfig c = model_config(name, op, H, HV, K, V);
   c.act_dtype = act;
   c.state_dtype = state;
   c.layout = layout;
