@@ -121,18 +121,25 @@ struct Step : LifecycleCommand {
   }
 };
 
-struct Finish : LifecycleCommand {
-  explicit Finish(const LifecycleModel& m) {
-    c.kind = Cmd::Kind::Finish;
+// A running request leaving its slot (finished: Finish; preempted: Preempt); what it computed stays on record
+// for a later Restart.
+struct Release : LifecycleCommand {
+  Status to;
+  Release(const LifecycleModel& m, Cmd::Kind kind, Status to_status) : to(to_status) {
+    c.kind = kind;
     c.req = pick(m.with_status(Status::Running));
   }
   void checkPreconditions(const LifecycleModel& m) const override {
     RC_PRE(m.reqs.count(c.req) && m.reqs.at(c.req).status == Status::Running);
   }
   void apply(LifecycleModel& m) const override {
-    m.reqs.at(c.req).status = Status::Finished;
+    m.reqs.at(c.req).status = to;
     m.reqs.at(c.req).slot = -1;
   }
+};
+
+struct Finish : Release {
+  explicit Finish(const LifecycleModel& m) : Release(m, Cmd::Kind::Finish, Status::Finished) {}
 };
 
 // Restarting a request that holds no slot (finished: Continue; preempted: Resume) into a free slot: every
@@ -188,18 +195,8 @@ struct Copy : LifecycleCommand {
   }
 };
 
-struct Preempt : LifecycleCommand {
-  explicit Preempt(const LifecycleModel& m) {
-    c.kind = Cmd::Kind::Preempt;
-    c.req = pick(m.with_status(Status::Running));
-  }
-  void checkPreconditions(const LifecycleModel& m) const override {
-    RC_PRE(m.reqs.count(c.req) && m.reqs.at(c.req).status == Status::Running);
-  }
-  void apply(LifecycleModel& m) const override {
-    m.reqs.at(c.req).status = Status::Preempted;
-    m.reqs.at(c.req).slot = -1;
-  }
+struct Preempt : Release {
+  explicit Preempt(const LifecycleModel& m) : Release(m, Cmd::Kind::Preempt, Status::Preempted) {}
 };
 
 // A preempted request back in a slot (no new tokens: c.prompt stays 0).
