@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "replayssm/reference/mrope.hpp"
-#include "replayssm/reference/mrope_json.hpp"
+#include "replayssm/mrope/mrope.hpp"
+#include "replayssm/mrope/mrope_json.hpp"
 
 namespace {
 
