@@ -140,15 +140,7 @@ ModelConfig config_from_json(const nlohmann::json& j) {
 }
 
 ModelConfig model_config(const std::string& name, Op op, int H, int HV, int K, int V, int num_layers) {
-  ModelConfig c;
-  c.name = name;
-  c.op = op;
-  c.H = H;
-  c.HV = HV;
-  c.K = K;
-  c.V = V;
-  c.num_layers = num_layers;
-  return c;
+  return ModelConfig{.name = name, .op = op, .H = H, .HV = HV, .K = K, .V = V, .num_layers = num_layers};
 }
 
 std::vector<std::string> preset_names() {
