@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "replayssm/reference/mrope.hpp"
+#include "replayssm/mrope/mrope.hpp"
 
 namespace mrope_prop {
 

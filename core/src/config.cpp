@@ -139,19 +139,9 @@ ModelConfig config_from_json(const nlohmann::json& j) {
   return c;
 }
 
-namespace {
-ModelConfig make(const char* name, Op op, int H, int HV, int K, int V, int layers) {
-  ModelConfig c;
-  c.name = name;
-  c.op = op;
-  c.H = H;
-  c.HV = HV;
-  c.K = K;
-  c.V = V;
-  c.num_layers = layers;
-  return c;
+ModelConfig model_config(const std::string& name, Op op, int H, int HV, int K, int V, int num_layers) {
+  return ModelConfig{.name = name, .op = op, .H = H, .HV = HV, .K = K, .V = V, .num_layers = num_layers};
 }
-}  // namespace
 
 std::vector<std::string> preset_names() {
   return {"qwen3.5", "qwen3-next", "kimi-linear", "tiny-gdn", "tiny-kda", "small-gva3", "small-kv-neq", "small-gva8"};
@@ -160,15 +150,15 @@ std::vector<std::string> preset_names() {
 ModelConfig preset(const std::string& name) {
   // Real dimensions: Qwen3.5 (HF configuration_qwen3_5.py: linear H=16, HV=32, K=V=128, 24 of 32 layers GDN),
   // Qwen3-Next-80B-A3B (36 of 48 layers GDN), Kimi-Linear-48B-A3B (20 KDA layers, 32 heads of 128, softplus gate).
-  if (name == "qwen3.5") return make("qwen3.5", Op::GDN, 16, 32, 128, 128, 24);
-  if (name == "qwen3-next") return make("qwen3-next", Op::GDN, 16, 32, 128, 128, 36);
-  if (name == "kimi-linear") return make("kimi-linear", Op::KDA, 32, 32, 128, 128, 20);
+  if (name == "qwen3.5") return model_config("qwen3.5", Op::GDN, 16, 32, 128, 128, 24);
+  if (name == "qwen3-next") return model_config("qwen3-next", Op::GDN, 16, 32, 128, 128, 36);
+  if (name == "kimi-linear") return model_config("kimi-linear", Op::KDA, 32, 32, 128, 128, 20);
   // Small presets for fast tests: same code paths, hand-sized dimensions.
-  if (name == "tiny-gdn") return make("tiny-gdn", Op::GDN, 2, 4, 8, 8, 2);
-  if (name == "tiny-kda") return make("tiny-kda", Op::KDA, 2, 2, 8, 8, 2);
-  if (name == "small-gva3") return make("small-gva3", Op::GDN, 2, 6, 16, 16, 2);
-  if (name == "small-kv-neq") return make("small-kv-neq", Op::GDN, 2, 4, 16, 24, 2);
-  if (name == "small-gva8") return make("small-gva8", Op::GDN, 1, 8, 8, 12, 3);
+  if (name == "tiny-gdn") return model_config("tiny-gdn", Op::GDN, 2, 4, 8, 8, 2);
+  if (name == "tiny-kda") return model_config("tiny-kda", Op::KDA, 2, 2, 8, 8, 2);
+  if (name == "small-gva3") return model_config("small-gva3", Op::GDN, 2, 6, 16, 16, 2);
+  if (name == "small-kv-neq") return model_config("small-kv-neq", Op::GDN, 2, 4, 16, 24, 2);
+  if (name == "small-gva8") return model_config("small-gva8", Op::GDN, 1, 8, 8, 12, 3);
   std::string known;
   for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
   fail("preset", "unknown preset '", name, "' (known: ", known, ")");

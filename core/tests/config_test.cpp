@@ -24,6 +24,13 @@ TEST(Config, PresetsHaveRealDimensions) {
   for (const auto& n : preset_names()) EXPECT_NO_THROW(preset(n).validate()) << n;
 }
 
+TEST(Config, ModelConfigSetsNameRecurrenceAndDimensionsOnly) {
+  nlohmann::json expected = to_json(ModelConfig{});
+  expected.update({{"name", "m"}, {"op", "kda"}, {"H", 2}, {"HV", 6}, {"K", 16}, {"V", 24}, {"num_layers", 3}});
+  EXPECT_EQ(to_json(model_config("m", Op::KDA, 2, 6, 16, 24, 3)), expected);
+  EXPECT_EQ(model_config("m", Op::GDN, 1, 1, 2, 2).num_layers, 1);
+}
+
 TEST(Config, BlockGvaMapping) {
   auto c = preset("small-gva3");  // H=2, HV=6
   EXPECT_EQ(c.key_head(0), 0);

@@ -121,30 +121,39 @@ struct Step : LifecycleCommand {
   }
 };
 
-struct Finish : LifecycleCommand {
-  explicit Finish(const LifecycleModel& m) {
-    c.kind = Cmd::Kind::Finish;
+// A running request leaving its slot (finished: Finish; preempted: Preempt); what it computed stays on record
+// for a later Restart.
+struct Release : LifecycleCommand {
+  Status to;
+  Release(const LifecycleModel& m, Cmd::Kind kind, Status to_status) : to(to_status) {
+    c.kind = kind;
     c.req = pick(m.with_status(Status::Running));
   }
   void checkPreconditions(const LifecycleModel& m) const override {
     RC_PRE(m.reqs.count(c.req) && m.reqs.at(c.req).status == Status::Running);
   }
   void apply(LifecycleModel& m) const override {
-    m.reqs.at(c.req).status = Status::Finished;
+    m.reqs.at(c.req).status = to;
     m.reqs.at(c.req).slot = -1;
   }
 };
 
-struct Continue : LifecycleCommand {
-  explicit Continue(const LifecycleModel& m) {
-    c.kind = Cmd::Kind::Continue;
-    c.req = pick(m.with_status(Status::Finished));
+struct Finish : Release {
+  explicit Finish(const LifecycleModel& m) : Release(m, Cmd::Kind::Finish, Status::Finished) {}
+};
+
+// Restarting a request that holds no slot (finished: Continue; preempted: Resume) into a free slot: every
+// token it had, committed or pending, plus c.prompt new ones (Continue only; 0 for Resume) is pending again and
+// is prefilled from a fresh state.
+struct Restart : LifecycleCommand {
+  Status from;
+  Restart(const LifecycleModel& m, Cmd::Kind kind, Status from_status) : from(from_status) {
+    c.kind = kind;
+    c.req = pick(m.with_status(from));
     c.slot = pick(m.free_slots());
-    c.prompt = *uniform<int>(1, 7);
-    c.seed = *rc::gen::resize(100, rc::gen::arbitrary<std::uint64_t>());
   }
   void checkPreconditions(const LifecycleModel& m) const override {
-    RC_PRE(m.reqs.count(c.req) && m.reqs.at(c.req).status == Status::Finished && contains(m.free_slots(), c.slot));
+    RC_PRE(m.reqs.count(c.req) && m.reqs.at(c.req).status == from && contains(m.free_slots(), c.slot));
   }
   void apply(LifecycleModel& m) const override {
     auto& q = m.reqs.at(c.req);
@@ -153,6 +162,14 @@ struct Continue : LifecycleCommand {
     q.status = Status::Running;
     q.slot = c.slot;
     q.fresh = true;
+  }
+};
+
+// A finished request's next turn: c.prompt new prompt tokens after its history.
+struct Continue : Restart {
+  explicit Continue(const LifecycleModel& m) : Restart(m, Cmd::Kind::Continue, Status::Finished) {
+    c.prompt = *uniform<int>(1, 7);
+    c.seed = *rc::gen::resize(100, rc::gen::arbitrary<std::uint64_t>());
   }
 };
 
@@ -178,37 +195,13 @@ struct Copy : LifecycleCommand {
   }
 };
 
-struct Preempt : LifecycleCommand {
-  explicit Preempt(const LifecycleModel& m) {
-    c.kind = Cmd::Kind::Preempt;
-    c.req = pick(m.with_status(Status::Running));
-  }
-  void checkPreconditions(const LifecycleModel& m) const override {
-    RC_PRE(m.reqs.count(c.req) && m.reqs.at(c.req).status == Status::Running);
-  }
-  void apply(LifecycleModel& m) const override {
-    m.reqs.at(c.req).status = Status::Preempted;
-    m.reqs.at(c.req).slot = -1;
-  }
+struct Preempt : Release {
+  explicit Preempt(const LifecycleModel& m) : Release(m, Cmd::Kind::Preempt, Status::Preempted) {}
 };
 
-struct Resume : LifecycleCommand {
-  explicit Resume(const LifecycleModel& m) {
-    c.kind = Cmd::Kind::Resume;
-    c.req = pick(m.with_status(Status::Preempted));
-    c.slot = pick(m.free_slots());
-  }
-  void checkPreconditions(const LifecycleModel& m) const override {
-    RC_PRE(m.reqs.count(c.req) && m.reqs.at(c.req).status == Status::Preempted && contains(m.free_slots(), c.slot));
-  }
-  void apply(LifecycleModel& m) const override {
-    auto& q = m.reqs.at(c.req);
-    q.pending = q.committed + q.pending;
-    q.committed = 0;
-    q.status = Status::Running;
-    q.slot = c.slot;
-    q.fresh = true;
-  }
+// A preempted request back in a slot (no new tokens: c.prompt stays 0).
+struct Resume : Restart {
+  explicit Resume(const LifecycleModel& m) : Restart(m, Cmd::Kind::Resume, Status::Preempted) {}
 };
 
 }  // namespace

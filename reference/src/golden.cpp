@@ -1,8 +1,10 @@
 #include "replayssm/reference/golden.hpp"
 
 #include <cmath>
+#include <filesystem>
 
 #include "replayssm/error.hpp"
+#include "replayssm/mrope/mrope_fixture.hpp"
 #include "replayssm/reference/gdn.hpp"
 #include "replayssm/reference/inputs.hpp"
 #include "replayssm/rng.hpp"
@@ -282,17 +284,6 @@ std::vector<GoldenCase> golden_cases(const ModelConfig& cfg0, std::uint64_t seed
   return cases;
 }
 
-}  // namespace replayssm::ref
-
-#include <filesystem>
-
-namespace replayssm::mrope {
-std::map<std::string, Tensor> fixture_outputs(const Fixture& f);  // mrope_check.cpp
-}
-
-namespace replayssm::ref {
-
-
 Fixture to_fixture(const GoldenCase& g) {
   Fixture f;
   f.op = g.op;
@@ -315,6 +306,16 @@ std::vector<std::string> write_golden_set(const ModelConfig& cfg, std::uint64_t 
   const auto mdir = (std::filesystem::path(dir) / "mrope").string();
   std::filesystem::create_directories(mdir);
   for (const auto& p : write_mrope_fixtures(seed, mdir)) paths.push_back(p);
+  return paths;
+}
+
+std::vector<std::string> write_mrope_fixtures(std::uint64_t seed, const std::string& dir) {
+  std::vector<std::string> paths;
+  for (const auto& m : mrope::preset_names()) {
+    const std::string path = dir + "/mrope__" + m + ".safetensors";
+    save_fixture(path, mrope::to_fixture(mrope::mrope_fixture(m, seed)));
+    paths.push_back(path);
+  }
   return paths;
 }
 
@@ -341,7 +342,6 @@ FixtureCheck check_fixture_file(const std::string& path) {
     r.op = f.op;
     std::map<std::string, Tensor> got;
     if (f.op.rfind("mrope.", 0) == 0) {
-      require(f.op == "mrope.rotary", "op", "unknown MRoPE operation '", f.op, "'");
       got = mrope::fixture_outputs(f);
     } else {
       got = run_golden_op(f.op, f.config, f.tensors);

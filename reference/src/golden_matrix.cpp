@@ -23,14 +23,7 @@ nlohmann::json shape_json(const std::string& suite, const PublicShape& s) {
 
 ModelConfig model(const std::string& name, Op op, int H, int HV, int K, int V, DType act, DType state,
                   StateLayout layout) {
-  ModelConfig c;
-  c.name = name;
-  c.op = op;
-  c.H = H;
-  c.HV = HV;
-  c.K = K;
-  c.V = V;
-  c.num_layers = 1;
+  ModelConfig c = model_config(name, op, H, HV, K, V);
   c.act_dtype = act;
   c.state_dtype = state;
   c.layout = layout;
@@ -63,12 +56,23 @@ class Builder {
     cases_.push_back(make_golden_case(op, c, args, name, derive_seed(seed_, cases_.size() + 1), fill));
   }
 
-  // A recurrent-kernel shape (B, T, H, HV, D) of a public suite. Tokens are cut to `max_T`. With B > 1 the
-  // rows run as one mtp_batch step that accepts every token (each row: its own initial state, final state
-  // written to its slot) over a pool with one slot more than the batch; B is cut to the pool budget, and a
-  // single row is a plain recurrent case.
-  void recurrent_shape(const std::string& suite, const std::string& prefix, Op op, const PublicShape& s, int max_T) {
-    const int T = std::min(s.T, max_T);
+  // The shapes (B, T, H, HV, D) of FLA tests/ops/test_gdn.py (GDN) or test_kda.py (KDA) ::test_fused_recurrent,
+  // in order. Sequences of up to 64 tokens are kept whole, longer ones are cut to `max_T`.
+  void fused_recurrent_suite(Op op, const std::vector<PublicShape>& shapes, int max_T) {
+    const bool gdn = op == Op::GDN;
+    for (const PublicShape& s : shapes)
+      recurrent_shape(gdn ? "fla/test_gdn/test_fused_recurrent" : "fla/test_kda/test_fused_recurrent",
+                      gdn ? "fla-gdn" : "fla-kda", op, s, s.T <= 64 ? s.T : std::min(s.T, max_T));
+  }
+
+  std::vector<GoldenCase> take() { return std::move(cases_); }
+
+ private:
+  // A recurrent-kernel shape (B, T, H, HV, D) of a public suite, run for T tokens. With B > 1 the rows run as
+  // one mtp_batch step that accepts every token (each row: its own initial state, final state written to its
+  // slot) over a pool with one slot more than the batch; B is cut to the pool budget, and a single row is a
+  // plain recurrent case.
+  void recurrent_shape(const std::string& suite, const std::string& prefix, Op op, const PublicShape& s, int T) {
     const ModelConfig c = model(prefix, op, s.H, s.HV, s.D, s.D, DType::F32, DType::F32, StateLayout::KV);
     const std::int64_t slot_bytes = c.state_elems() * 4 * 2;
     const int B = static_cast<int>(std::clamp<std::int64_t>(kPoolBudget / slot_bytes - 1, 1, s.B));
@@ -83,9 +87,6 @@ class Builder {
     add("mtp_batch", c, args, cat(prefix, "__mtp_batch__", tag), batch_fill(T, B + 1, slot, acc));
   }
 
-  std::vector<GoldenCase> take() { return std::move(cases_); }
-
- private:
   std::uint64_t seed_;
   std::vector<GoldenCase> cases_;
 };
@@ -94,25 +95,17 @@ std::vector<GoldenCase> public_matrix(std::uint64_t seed) {
   Builder b(seed);
   constexpr int kMaxT = 17;  // not a multiple of 16: a chunked implementation sees a ragged tail
 
-  // FLA tests/ops/test_gdn.py::test_fused_recurrent (B, T, H, HV, D). Its (2, 1000, 2, 8, 128) is left out to
-  // keep the committed files small: GVA 4 at D = 128 with 8 value heads is in the KDA list below.
-  for (const PublicShape& s : std::vector<PublicShape>{{1, 63, 1, 1, 64},
-                                                       {2, 500, 4, 4, 60},
-                                                       {3, 1024, 2, 2, 128},
-                                                       {4, 1024, 3, 3, 128},
-                                                       {4, 2048, 4, 4, 64},
-                                                       {2, 1024, 4, 4, 128},
-                                                       {2, 1024, 4, 8, 128}})
-    b.recurrent_shape("fla/test_gdn/test_fused_recurrent", "fla-gdn", Op::GDN, s, s.T <= 64 ? s.T : kMaxT);
-
-  // FLA tests/ops/test_kda.py::test_fused_recurrent (B, T, H, HV, D).
-  for (const PublicShape& s : std::vector<PublicShape>{{1, 64, 1, 1, 64},
-                                                       {2, 512, 3, 3, 60},
-                                                       {3, 1000, 4, 4, 100},
-                                                       {4, 1024, 4, 4, 128},
-                                                       {2, 512, 2, 4, 60},
-                                                       {2, 1024, 2, 8, 128}})
-    b.recurrent_shape("fla/test_kda/test_fused_recurrent", "fla-kda", Op::KDA, s, s.T <= 64 ? s.T : kMaxT);
+  // FLA tests/ops/test_gdn.py::test_fused_recurrent. Its (2, 1000, 2, 8, 128) is left out to keep the committed
+  // files small: GVA 4 at D = 128 with 8 value heads is in the KDA list below.
+  b.fused_recurrent_suite(Op::GDN,
+                          {{1, 63, 1, 1, 64}, {2, 500, 4, 4, 60}, {3, 1024, 2, 2, 128}, {4, 1024, 3, 3, 128},
+                           {4, 2048, 4, 4, 64}, {2, 1024, 4, 4, 128}, {2, 1024, 4, 8, 128}},
+                          kMaxT);
+  // FLA tests/ops/test_kda.py::test_fused_recurrent.
+  b.fused_recurrent_suite(Op::KDA,
+                          {{1, 64, 1, 1, 64}, {2, 512, 3, 3, 60}, {3, 1000, 4, 4, 100}, {4, 1024, 4, 4, 128},
+                           {2, 512, 2, 4, 60}, {2, 1024, 2, 8, 128}},
+                          kMaxT);
 
   // FLA test_chunk / test_chunk_with_chunk_size: D in {60, 64, 100, 128} (60 and 100 exercise masking),
   // GVA up to 4, T = 75 (the shortest length the chunk tests use: one full chunk of 64 and a ragged one),

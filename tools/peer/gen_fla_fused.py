@@ -38,15 +38,7 @@ NOTE_CHUNK = ("allclose(atol = 1e-4 * max|ref| rounded up, rtol = 1e-3): the chu
 def run_case(name, kind, seed, T, H, HV, K, V, chunk=None):
     dev = "cuda"
     kda = "kda" in kind
-    g = pc.torch_generator(seed)
-    q = torch.randn(1, T, H, K, generator=g)
-    k = torch.randn(1, T, H, K, generator=g)
-    v = torch.randn(1, T, HV, V, generator=g)
-    a = torch.randn(1, T, HV, K, generator=g) if kda else torch.randn(1, T, HV, generator=g)
-    b = torch.randn(1, T, HV, generator=g)
-    A_log = torch.log(1 + 15 * torch.rand(HV, generator=g))
-    dt_bias = torch.randn(HV * K if kda else HV, generator=g)
-    h0 = torch.randn(1, HV, K, V, generator=g)
+    q, k, v, a, b, A_log, dt_bias, h0 = pc.delta_rule_inputs(seed, T, H, HV, K, V, kda)
     gd = naive_kda_gate(a, A_log, dt_bias) if kda else naive_gdn_gate(a, A_log, dt_bias)
     beta = b.sigmoid()
     args = [x.to(dev) for x in (q, k, v, gd, beta)]
@@ -56,13 +48,9 @@ def run_case(name, kind, seed, T, H, HV, K, V, chunk=None):
         o, s = fn(*args, initial_state=h0.to(dev), output_final_state=True, use_qk_l2norm_in_kernel=True)
     o, s = o.float().cpu(), s.float().cpu()
     op = "chunked" if chunk else "recurrent"
-    config = {"model": pc.model_config(name.split("__")[0], "kda" if kda else "gdn", H, HV, K, V, act="F32",
-                                       layout="kv", l2norm="div_sqrt"),
-              "args": {"chunk": chunk} if chunk else {}}
-    tensors = {"in.q": (q[0], "F32"), "in.k": (k[0], "F32"), "in.v": (v[0], "F32"), "in.a": (a[0], "F32"),
-               "in.b": (b[0], "F32"), "in.state": (h0[0], "F32"), "param.A_log": (A_log, "F32"),
-               "param.dt_bias": (dt_bias.reshape(HV, K) if kda else dt_bias, "F32"),
-               "out.o": (o[0], "F32"), "out.state": (s[0], "F32")}
+    config = pc.case_config(name, "kda" if kda else "gdn", H, HV, K, V, chunk, act="F32", layout="kv",
+                            l2norm="div_sqrt")
+    tensors = pc.layer_tensors(q, k, v, a, b, h0, A_log, dt_bias.reshape(HV, K) if kda else dt_bias, o, s)
     rel, rtol = (1e-4, 1e-3) if chunk else (2e-6, 1e-5)
     tol = {"out.o": pc.f32_tolerance(o, rel, rtol), "out.state": pc.f32_tolerance(s, rel, rtol)}
     pc.write(name, op, config, tensors, tol, seed=seed, generator=pc.GENERATOR,

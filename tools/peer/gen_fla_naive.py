@@ -31,22 +31,9 @@ TOL = ("out.o and out.state: allclose(atol = {ao:g} * max|ref| rounded up, rtol 
        "reference uses eps = 1e-6 inside the root: a relative difference of ~1e-6 / (2 ||x||^2) ~ 1e-8 here.")
 
 
-def inputs(seed, T, H, HV, K, V, kda):
-    g = pc.torch_generator(seed)
-    q = torch.randn(1, T, H, K, generator=g)
-    k = torch.randn(1, T, H, K, generator=g)
-    v = torch.randn(1, T, HV, V, generator=g)
-    a = torch.randn(1, T, HV, K, generator=g) if kda else torch.randn(1, T, HV, generator=g)
-    b = torch.randn(1, T, HV, generator=g)
-    A_log = torch.log(1 + 15 * torch.rand(HV, generator=g))
-    dt_bias = torch.randn(HV * K if kda else HV, generator=g)
-    h0 = torch.randn(1, HV, K, V, generator=g)
-    return q, k, v, a, b, A_log, dt_bias, h0
-
-
 def run_case(name, fn_name, seed, T, H, HV, K, V, chunk=None, rtol=1e-5, atol_rel=2e-6):
     kda = "kda" in fn_name
-    q, k, v, a, b, A_log, dt_bias, h0 = inputs(seed, T, H, HV, K, V, kda)
+    q, k, v, a, b, A_log, dt_bias, h0 = pc.delta_rule_inputs(seed, T, H, HV, K, V, kda)
     qn, kn = F.normalize(q, p=2, dim=-1), F.normalize(k, p=2, dim=-1)
     beta = b.sigmoid()
     with torch.no_grad():
@@ -74,15 +61,9 @@ def run_case(name, fn_name, seed, T, H, HV, K, V, chunk=None, rtol=1e-5, atol_re
           "naive_recurrent_kda": "fla.ops.kda.naive.naive_recurrent_kda",
           "naive_chunk_kda": "fla.ops.kda.naive.naive_chunk_kda"}[fn_name]
     op = "chunked" if chunk else "recurrent"
-    config = {"model": pc.model_config(name.split("__")[0], "kda" if kda else "gdn", H, HV, K, V, act="F32",
-                                       layout="kv", l2norm="div_sqrt"),
-              "args": {"chunk": chunk} if chunk else {}}
-    tensors = {
-        "in.q": (q[0], "F32"), "in.k": (k[0], "F32"), "in.v": (v[0], "F32"), "in.a": (a[0], "F32"),
-        "in.b": (b[0], "F32"), "in.state": (h0[0], "F32"), "param.A_log": (A_log, "F32"),
-        "param.dt_bias": (dt_bias.reshape(HV, K) if kda else dt_bias, "F32"),
-        "out.o": (o[0].float(), "F32"), "out.state": (s[0], "F32"),
-    }
+    config = pc.case_config(name, "kda" if kda else "gdn", H, HV, K, V, chunk, act="F32", layout="kv",
+                            l2norm="div_sqrt")
+    tensors = pc.layer_tensors(q, k, v, a, b, h0, A_log, dt_bias.reshape(HV, K) if kda else dt_bias, o, s)
     tol = {"out.o": pc.f32_tolerance(o, atol_rel, rtol), "out.state": pc.f32_tolerance(s, atol_rel, rtol)}
     notes = ("q, k normalized with F.normalize(p=2, dim=-1) before the call (FLA test convention); "
              + ("" if kda else "q/k repeat_interleave(HV // H, dim=2) (the naive GDN functions need H == HV); ")

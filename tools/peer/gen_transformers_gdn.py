@@ -20,10 +20,7 @@ import torch.nn.functional as F
 import peer_common as pc
 from transformers.models.qwen3_5 import modeling_qwen3_5 as mq
 
-REC = getattr(mq.torch_recurrent_gated_delta_rule, "__wrapped__", mq.torch_recurrent_gated_delta_rule)
-CHUNK = getattr(mq.torch_chunk_gated_delta_rule, "__wrapped__", mq.torch_chunk_gated_delta_rule)
-FN_REC = "transformers.models.qwen3_5.modeling_qwen3_5.torch_recurrent_gated_delta_rule"
-FN_CHUNK = "transformers.models.qwen3_5.modeling_qwen3_5.torch_chunk_gated_delta_rule"
+DELTA_RULE = pc.TorchDeltaRule(mq, "torch_recurrent_gated_delta_rule", "torch_chunk_gated_delta_rule")
 FN_GATE = "Qwen3_5GatedDeltaNet.forward gates: beta = b.sigmoid(); g = -A_log.float().exp() * softplus(a.float() + dt_bias)"
 
 TOL_F32 = ("out.o and out.state: allclose(atol = {ao:g} * max|ref| rounded up, rtol = {r:g}). The peer computes in "
@@ -36,15 +33,8 @@ TOL_BF16 = ("out.o: allclose(atol = {ao:g} * max|ref| rounded up, rtol = 2^-7): 
 
 
 def make_inputs(seed, T, H, HV, K, V, dtype):
-    g = pc.torch_generator(seed)
-    q = torch.randn(1, T, H, K, generator=g)
-    k = torch.randn(1, T, H, K, generator=g)
-    v = torch.randn(1, T, HV, V, generator=g)
-    a = torch.randn(1, T, HV, generator=g)
-    b = torch.randn(1, T, HV, generator=g)
-    A_log = torch.log(1 + 15 * torch.rand(HV, generator=g))  # exp(A_log) in [1, 16), as FLA's gate tests
-    dt_bias = torch.randn(HV, generator=g)
-    h0 = torch.randn(1, HV, K, V, generator=g)
+    """pc.delta_rule_inputs (GDN) with the activations q, k, v, a, b in `dtype`."""
+    q, k, v, a, b, A_log, dt_bias, h0 = pc.delta_rule_inputs(seed, T, H, HV, K, V)
     return [x.to(dtype) for x in (q, k, v, a, b)] + [A_log, dt_bias, h0]
 
 
@@ -55,25 +45,12 @@ def run_case(name, op, seed, T, H, HV, K, V, dtype=torch.float32, chunk=None, rt
     gdecay = -A_log.float().exp() * F.softplus(a.float() + dt_bias)
     G = HV // H
     qr, kr = (q.repeat_interleave(G, dim=2), k.repeat_interleave(G, dim=2)) if G > 1 else (q, k)
-    with torch.no_grad():
-        if op == "recurrent":
-            o, state = REC(qr, kr, v, g=gdecay, beta=beta, initial_state=h0, output_final_state=True,
-                           use_qk_l2norm_in_kernel=True)
-            fn = FN_REC
-        else:
-            o, state = CHUNK(qr, kr, v, g=gdecay, beta=beta, chunk_size=chunk, initial_state=h0,
-                             output_final_state=True, use_qk_l2norm_in_kernel=True)
-            fn = FN_CHUNK
+    o, state, fn = DELTA_RULE(op, qr, kr, v, gdecay, beta, h0, chunk)
     bf16 = dtype == torch.bfloat16
     act = "BF16" if bf16 else "F32"
-    config = {"model": pc.model_config(name.split("__")[0], "gdn", H, HV, K, V, act=act, layout="kv",
-                                       l2norm="rsqrt_mul", round_beta=bf16),
-              "args": {"chunk": chunk} if chunk else {}}
-    tensors = {
-        "in.q": (q[0], act), "in.k": (k[0], act), "in.v": (v[0], act), "in.a": (a[0], act), "in.b": (b[0], act),
-        "in.state": (h0[0], "F32"), "param.A_log": (A_log, "F32"), "param.dt_bias": (dt_bias, "F32"),
-        "out.o": (o[0].float(), "F32"), "out.state": (state[0], "F32"),
-    }
+    config = pc.case_config(name, "gdn", H, HV, K, V, chunk, act=act, layout="kv", l2norm="rsqrt_mul",
+                            round_beta=bf16)
+    tensors = pc.layer_tensors(q, k, v, a, b, h0, A_log, dt_bias, o, state, act=act)
     tol_state = pc.f32_tolerance(state, atol_rel, rtol)
     if bf16:
         tol_o = pc.rk.Tolerance("allclose", atol=pc.nice(atol_rel * pc.scale_of(o.float())), rtol=2.0 ** -7)

@@ -19,10 +19,7 @@ import peer_common as pc
 from transformers.models.kimi_linear import modeling_kimi_linear as mk
 from transformers.models.kimi_linear.configuration_kimi_linear import KimiLinearConfig
 
-REC = getattr(mk.recurrent_kimi_delta_attention, "__wrapped__", mk.recurrent_kimi_delta_attention)
-CHUNK = getattr(mk.chunk_kimi_delta_attention, "__wrapped__", mk.chunk_kimi_delta_attention)
-FN_REC = "transformers.models.kimi_linear.modeling_kimi_linear.recurrent_kimi_delta_attention"
-FN_CHUNK = "transformers.models.kimi_linear.modeling_kimi_linear.chunk_kimi_delta_attention"
+DELTA_RULE = pc.TorchDeltaRule(mk, "recurrent_kimi_delta_attention", "chunk_kimi_delta_attention")
 FN_GATE = "transformers.models.kimi_linear.modeling_kimi_linear.KimiLinearForgetGate.forward"
 
 TOL = ("out.o and out.state: allclose(atol = {ao:g} * max|ref| rounded up, rtol = {r:g}). Binary32 peer against the "
@@ -60,25 +57,12 @@ def run_case(name, op, seed, T, H, K, V, chunk=None, rtol=1e-5, atol_rel=2e-6):
         gdecay = gate(x)  # [1, T, H, K]
         hook.remove()
         beta = torch.sigmoid(b.float())
-        if op == "recurrent":
-            o, state = REC(q, k, v, g=gdecay, beta=beta, initial_state=h0, output_final_state=True,
-                           use_qk_l2norm_in_kernel=True)
-            fn = FN_REC
-        else:
-            o, state = CHUNK(q, k, v, g=gdecay, beta=beta, chunk_size=chunk, initial_state=h0,
-                             output_final_state=True, use_qk_l2norm_in_kernel=True)
-            fn = FN_CHUNK
+    o, state, fn = DELTA_RULE(op, q, k, v, gdecay, beta, h0, chunk)
     a = captured["a"].reshape(1, T, H, K)
-    config = {"model": pc.model_config(name.split("__")[0], "kda", H, H, K, V, act="F32", layout="kv",
-                                       l2norm="div_sqrt", kda_gate="softplus"),
-              "args": {"chunk": chunk} if chunk else {}}
-    tensors = {
-        "in.q": (q[0], "F32"), "in.k": (k[0], "F32"), "in.v": (v[0], "F32"), "in.a": (a[0], "F32"),
-        "in.b": (b[0], "F32"), "in.state": (h0[0], "F32"),
-        "param.A_log": (gate.A_log.detach().reshape(H), "F32"),
-        "param.dt_bias": (gate.dt_bias.detach().reshape(H, K), "F32"),
-        "out.o": (o[0], "F32"), "out.state": (state[0], "F32"),
-    }
+    config = pc.case_config(name, "kda", H, H, K, V, chunk, act="F32", layout="kv", l2norm="div_sqrt",
+                            kda_gate="softplus")
+    tensors = pc.layer_tensors(q, k, v, a, b, h0, gate.A_log.detach().reshape(H), gate.dt_bias.detach().reshape(H, K),
+                               o, state)
     tol = {"out.o": pc.f32_tolerance(o, atol_rel, rtol), "out.state": pc.f32_tolerance(state, atol_rel, rtol)}
     notes = ("gate: KimiLinearForgetGate with random f_a_proj/f_b_proj on random hidden states; in.a is the hooked "
              "f_b_proj output (the gate input before dt_bias), param.A_log = A_log.reshape(H), param.dt_bias = "

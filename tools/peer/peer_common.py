@@ -48,6 +48,63 @@ def model_config(name, op, H, HV, K, V, *, act="F32", state="F32", layout="kv", 
             "lower_bound": lower_bound, "act_dtype": act, "state_dtype": state, "layout": layout}
 
 
+def case_config(name, op, H, HV, K, V, chunk=None, **model_fields) -> dict:
+    """A recurrent / chunked fixture's config: {"model": model_config(...), "args": {"chunk": chunk} or {}}. The
+    model is named after the fixture name's part before "__"; model_fields go to model_config."""
+    return {"model": model_config(name.split("__")[0], op, H, HV, K, V, **model_fields),
+            "args": {"chunk": chunk} if chunk else {}}
+
+
+def delta_rule_inputs(seed, T, H, HV, K, V, kda=False):
+    """Seeded fp32 inputs of one recurrent / chunked case, drawn in this order from torch_generator(seed):
+    q, k [1, T, H, K]; v [1, T, HV, V]; a [1, T, HV] (GDN) or [1, T, HV, K] (KDA); b [1, T, HV];
+    A_log = log(1 + 15 U[0,1)) [HV] (exp(A_log) in [1, 16), as FLA's gate tests); dt_bias [HV] (GDN) or
+    [HV * K] (KDA); h0 [1, HV, K, V]. Returns (q, k, v, a, b, A_log, dt_bias, h0)."""
+    g = torch_generator(seed)
+    q = torch.randn(1, T, H, K, generator=g)
+    k = torch.randn(1, T, H, K, generator=g)
+    v = torch.randn(1, T, HV, V, generator=g)
+    a = torch.randn(1, T, HV, K, generator=g) if kda else torch.randn(1, T, HV, generator=g)
+    b = torch.randn(1, T, HV, generator=g)
+    A_log = torch.log(1 + 15 * torch.rand(HV, generator=g))
+    dt_bias = torch.randn(HV * K if kda else HV, generator=g)
+    h0 = torch.randn(1, HV, K, V, generator=g)
+    return q, k, v, a, b, A_log, dt_bias, h0
+
+
+def layer_tensors(q, k, v, a, b, h0, A_log, dt_bias, o, state, act="F32") -> dict:
+    """The tensors of a recurrent / chunked fixture, name -> (tensor, dtype). q, k, v, a, b, h0, o and state carry
+    a batch dimension of 1, which the fixture drops; in.q/k/v/a/b are stored in `act`, everything else in F32
+    (o widened exactly with .float())."""
+    return {
+        "in.q": (q[0], act), "in.k": (k[0], act), "in.v": (v[0], act), "in.a": (a[0], act), "in.b": (b[0], act),
+        "in.state": (h0[0], "F32"), "param.A_log": (A_log, "F32"), "param.dt_bias": (dt_bias, "F32"),
+        "out.o": (o[0].float(), "F32"), "out.state": (state[0], "F32"),
+    }
+
+
+class TorchDeltaRule:
+    """The pure torch recurrent and chunked delta-rule functions of a transformers modeling module, reached
+    through __wrapped__ so that the hub kernel dispatch around them (optional kernels) never replaces them."""
+
+    def __init__(self, module, recurrent: str, chunked: str):
+        """module: the modeling module; recurrent, chunked: the names of its two functions."""
+        self.functions = {}
+        for op, attr in (("recurrent", recurrent), ("chunked", chunked)):
+            fn = getattr(module, attr)
+            self.functions[op] = (getattr(fn, "__wrapped__", fn), f"{module.__name__}.{attr}")
+
+    def __call__(self, op, q, k, v, g, beta, h0, chunk=None):
+        """Runs op ("recurrent" or "chunked", then with chunk_size=chunk) with use_qk_l2norm_in_kernel=True from
+        initial state h0, without autograd. Returns (o, final state, dotted name of the function called)."""
+        fn, name = self.functions[op]
+        kw = {"chunk_size": chunk} if op == "chunked" else {}
+        with torch.no_grad():
+            o, state = fn(q, k, v, g=g, beta=beta, **kw, initial_state=h0, output_final_state=True,
+                          use_qk_l2norm_in_kernel=True)
+        return o, state, name
+
+
 def as_stored(t, dtype: str):
     """(array, dtype) for the kit's writer; BF16 keeps the exact bit patterns of a torch.bfloat16 tensor."""
     if isinstance(t, torch.Tensor):

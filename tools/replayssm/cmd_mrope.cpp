@@ -7,8 +7,11 @@
 #include <memory>
 #include <string>
 
-#include "replayssm/reference/mrope.hpp"
-#include "replayssm/reference/mrope_json.hpp"
+#include "commands.hpp"
+#include "replayssm/mrope/mrope.hpp"
+#include "replayssm/mrope/mrope_json.hpp"
+
+namespace replayssm::cli {
 
 namespace {
 
@@ -46,3 +49,5 @@ void register_mrope(CLI::App& app) {
   CLI::App* presets = mrope->add_subcommand("presets", "list the MRoPE model presets");
   presets->callback([] { print_presets(); });
 }
+
+}  // namespace replayssm::cli

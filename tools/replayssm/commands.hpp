@@ -4,14 +4,27 @@
 
 #include <CLI/CLI.hpp>
 
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
 namespace replayssm::cli {
 
 extern int exit_code;
 
-void register_fixtures(CLI::App& app);  // fixtures generate
-void register_check(CLI::App& app);     // check FIXTURE_OR_DIR...
-void register_fuzz(CLI::App& app);      // fuzz
-void register_conform(CLI::App& app);   // conform (the main job)
-void register_bench(CLI::App& app);     // bench (fuzz throughput; GPU kernels when built with CUDA)
+void register_fixtures(CLI::App& app);  // fixtures generate / manifest (cmd_fixtures.cpp)
+void register_check(CLI::App& app);     // check FIXTURE_OR_DIR... (cmd_fixtures.cpp)
+void register_fuzz(CLI::App& app);      // fuzz (cmd_fuzz.cpp)
+void register_conform(CLI::App& app);   // conform, the main job (cmd_conform.cpp)
+void register_bench(CLI::App& app);     // bench: fuzz throughput; GPU kernels when built with CUDA (cmd_bench.cpp)
+void register_mrope(CLI::App& app);     // mrope positions / presets (cmd_mrope.cpp)
+
+// Fixture helpers of `check`, also used by `conform` (cmd_fixtures.cpp).
+// Expands files and directories (recursively) into a sorted list of .safetensors files; Error("path") for a
+// path that does not exist.
+std::vector<std::string> collect_fixtures(const std::vector<std::string>& args);
+// Checks every fixture and prints one line per fixture and per tensor (with `quiet`, failing fixtures only);
+// stores the JSON results in *report when non-null and returns the number of failures.
+int check_and_print(const std::vector<std::string>& files, nlohmann::json* report, bool quiet);
 
 }  // namespace replayssm::cli

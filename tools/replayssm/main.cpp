@@ -14,7 +14,6 @@
 namespace replayssm::cli {
 int exit_code = 0;
 }
-void register_mrope(CLI::App& app);
 
 int main(int argc, char** argv) {
   CLI::App app{"replayssm: reference and conformance oracle for ReplaySSM (GDN / KDA) in hybrid models"};
@@ -27,7 +26,7 @@ int main(int argc, char** argv) {
   replayssm::cli::register_fixtures(app);
   replayssm::cli::register_check(app);
   replayssm::cli::register_bench(app);
-  register_mrope(app);
+  replayssm::cli::register_mrope(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -71,6 +71,10 @@ struct ModelConfig {
   void validate() const;
 };
 
+// A configuration named `name` with the recurrence and dimensions given; every other field keeps its default.
+// Not validated: call validate() where the values come from outside.
+ModelConfig model_config(const std::string& name, Op op, int H, int HV, int K, int V, int num_layers = 1);
+
 nlohmann::json to_json(const ModelConfig& c);
 // Reads every field (missing fields keep their defaults), then validates. Throws Error("config.<field>").
 ModelConfig config_from_json(const nlohmann::json& j);

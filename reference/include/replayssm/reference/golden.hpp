@@ -106,7 +106,8 @@ struct FixtureCheck {
 FixtureCheck check_fixture_file(const std::string& path);
 
 // MRoPE fixtures ("mrope.rotary": positions, delta and rotated q/k of one generated multimodal request per
-// MRoPE preset, see mrope_fixture.hpp) written into dir; write_golden_set includes them under mrope/.
+// MRoPE preset, see replayssm/mrope/mrope_fixture.hpp) written into dir; write_golden_set includes them under
+// mrope/.
 std::vector<std::string> write_mrope_fixtures(std::uint64_t seed, const std::string& dir);
 
 // Writes the cases of a golden matrix into dir (created if needed), one file per case. Returns the paths.

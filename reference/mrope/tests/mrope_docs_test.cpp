@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "replayssm/reference/mrope_json.hpp"
+#include "replayssm/mrope/mrope_json.hpp"
 
 namespace fs = std::filesystem;
 

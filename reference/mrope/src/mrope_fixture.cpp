@@ -1,10 +1,10 @@
 // MRoPE fixture tensors: a seeded request, positions and rotated q/k for one preset.
-#include "replayssm/reference/mrope_fixture.hpp"
+#include "replayssm/mrope/mrope_fixture.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "replayssm/reference/mrope_json.hpp"
+#include "replayssm/mrope/mrope_json.hpp"
 #include "replayssm/rng.hpp"
 
 namespace replayssm::mrope {

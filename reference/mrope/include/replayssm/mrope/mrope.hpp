@@ -1,4 +1,4 @@
-// replayssm/reference/mrope.hpp — multimodal rotary position embedding (MRoPE) for the full-attention layers
+// replayssm/mrope/mrope.hpp — multimodal rotary position embedding (MRoPE) for the full-attention layers
 // of Qwen VL models and of the hybrid Qwen3.5 (GDN + full attention), in prefill, decode and speculative
 // decoding.
 //

@@ -1,11 +1,10 @@
-// MRoPE fixtures in the golden set: building them (through mrope_fixture) and re-computing their out.*
+// MRoPE fixtures in the golden set: their fixture files (through mrope_fixture) and re-computing their out.*
 // tensors from their in.* tensors for `replayssm check`.
 #include <cmath>
 
 #include "replayssm/error.hpp"
-#include "replayssm/reference/golden.hpp"
-#include "replayssm/reference/mrope.hpp"
-#include "replayssm/reference/mrope_fixture.hpp"
+#include "replayssm/mrope/mrope.hpp"
+#include "replayssm/mrope/mrope_fixture.hpp"
 
 namespace replayssm::mrope {
 
@@ -22,8 +21,19 @@ double scalar_f(const Fixture& f, const std::string& name) {
 }
 }  // namespace
 
-// Recomputes out.positions / delta / prompt_len / q_rot / k_rot from the inputs of an "mrope.rotary" fixture.
+Fixture to_fixture(const MropeFixture& mf) {
+  Fixture f;
+  f.op = "mrope.rotary";
+  f.config = nlohmann::json{{"model", mf.model}, {"request", nlohmann::json::parse(mf.request_json)}};
+  f.seed = mf.seed;
+  f.precision = "f64";
+  f.tensors = mf.tensors;
+  f.tolerance = mf.tolerance;
+  return f;
+}
+
 std::map<std::string, Tensor> fixture_outputs(const Fixture& f) {
+  require(f.op == "mrope.rotary", "op", "unknown MRoPE operation '", f.op, "'");
   require(f.config.is_object() && f.config.contains("model") && f.config.at("model").is_string(), "config.model",
           "must name the MRoPE preset");
   Preset preset = get_preset(f.config.at("model").get<std::string>());
@@ -86,26 +96,3 @@ std::map<std::string, Tensor> fixture_outputs(const Fixture& f) {
 }
 
 }  // namespace replayssm::mrope
-
-namespace replayssm::ref {
-
-std::vector<std::string> write_mrope_fixtures(std::uint64_t seed, const std::string& dir) {
-  const std::vector<std::string> models = mrope::preset_names();
-  std::vector<std::string> paths;
-  for (const auto& m : models) {
-    const auto mf = mrope::mrope_fixture(m, seed);
-    Fixture f;
-    f.op = "mrope.rotary";
-    f.config = nlohmann::json{{"model", m}, {"request", nlohmann::json::parse(mf.request_json)}};
-    f.seed = seed;
-    f.precision = "f64";
-    f.tensors = mf.tensors;
-    f.tolerance = mf.tolerance;
-    const std::string path = dir + "/mrope__" + m + ".safetensors";
-    save_fixture(path, f);
-    paths.push_back(path);
-  }
-  return paths;
-}
-
-}  // namespace replayssm::ref

@@ -1,4 +1,4 @@
-// replayssm/reference/mrope_fixture.hpp — MRoPE fixture tensors for the golden set.
+// replayssm/mrope/mrope_fixture.hpp — MRoPE fixture tensors for the golden set.
 //
 // One fixture = one generated request (text, images and videos drawn from the seed with the portable Rng),
 // `generated` decode tokens after it, and q/k head vectors for every token. Tensors (row-major):
@@ -36,7 +36,8 @@
 #include <string>
 
 #include "replayssm/compare.hpp"
-#include "replayssm/reference/mrope.hpp"
+#include "replayssm/fixture.hpp"
+#include "replayssm/mrope/mrope.hpp"
 #include "replayssm/tensor.hpp"
 
 namespace replayssm::mrope {
@@ -61,5 +62,13 @@ std::map<std::string, Tensor> mrope_fixture_tensors(const std::string& model, st
 // allclose tolerance for rotated vectors with positions up to max_abs_position and inputs up to max_abs_input
 // (formula above).
 Tolerance rotary_tolerance(std::int64_t max_abs_position, double max_abs_input);
+
+// The fixture file of mf: op "mrope.rotary", config {"model": mf.model, "request": the request document},
+// mf.seed, precision "f64", mf's tensors and tolerances (docs/fixture-format.md).
+Fixture to_fixture(const MropeFixture& mf);
+// Recomputes out.positions, out.delta, out.prompt_len, out.q_rot and out.k_rot from the in.* tensors of an
+// "mrope.rotary" fixture (what `replayssm check` compares). Throws Error("op") for another MRoPE operation and
+// Error naming the tensor or config field for a missing or malformed input.
+std::map<std::string, Tensor> fixture_outputs(const Fixture& f);
 
 }  // namespace replayssm::mrope

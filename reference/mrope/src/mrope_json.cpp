@@ -1,5 +1,5 @@
 // JSON request parsing and the positions report of `replayssm mrope positions`.
-#include "replayssm/reference/mrope_json.hpp"
+#include "replayssm/mrope/mrope_json.hpp"
 
 #include <fstream>
 #include <limits>

@@ -2,8 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "mrope_test_util.hpp"
-#include "replayssm/reference/mrope_fixture.hpp"
-#include "replayssm/reference/mrope_json.hpp"
+#include "replayssm/mrope/mrope_fixture.hpp"
+#include "replayssm/mrope/mrope_json.hpp"
 
 using namespace replayssm::mrope;
 

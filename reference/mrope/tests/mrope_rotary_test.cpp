@@ -7,7 +7,7 @@
 #include "mrope_test_util.hpp"
 #include "replayssm/compare.hpp"
 #include "replayssm/dtype.hpp"
-#include "replayssm/reference/mrope_fixture.hpp"
+#include "replayssm/mrope/mrope_fixture.hpp"
 #include "replayssm/rng.hpp"
 
 using namespace replayssm::mrope;

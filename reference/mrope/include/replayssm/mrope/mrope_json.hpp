@@ -1,4 +1,4 @@
-// replayssm/reference/mrope_json.hpp — the JSON request format of `replayssm mrope positions` and its answer.
+// replayssm/mrope/mrope_json.hpp — the JSON request format of `replayssm mrope positions` and its answer.
 //
 // Request document (docs/mrope.md has the full description and examples):
 //   {
@@ -29,7 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "replayssm/reference/mrope.hpp"
+#include "replayssm/mrope/mrope.hpp"
 
 namespace replayssm::mrope {
 

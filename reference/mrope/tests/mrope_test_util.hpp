@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "replayssm/error.hpp"
-#include "replayssm/reference/mrope.hpp"
+#include "replayssm/mrope/mrope.hpp"
 
 // Expects `stmt` to throw replayssm::Error whose field() equals `field_name`.
 #define EXPECT_ERROR_FIELD(stmt, field_name)                                              \

@@ -1,5 +1,5 @@
 // MRoPE presets, request validation, the from-scratch position walk, windows and mixed batches.
-#include "replayssm/reference/mrope.hpp"
+#include "replayssm/mrope/mrope.hpp"
 
 #include <algorithm>
 #include <cmath>

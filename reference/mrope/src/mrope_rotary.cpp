@@ -2,7 +2,7 @@
 #include <cmath>
 
 #include "replayssm/error.hpp"
-#include "replayssm/reference/mrope.hpp"
+#include "replayssm/mrope/mrope.hpp"
 
 namespace replayssm::mrope {
 

@@ -1,0 +1,52 @@
+// The campaign flags and the report format shared by `replayssm fuzz` and `replayssm conform` (fuzz_args.cpp):
+// one set of options, one translation into fuzz::FuzzOptions, one way of printing a campaign's result.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "campaign.hpp"
+
+namespace replayssm::cli {
+
+// The campaign flags as parsed; the defaults are `fuzz`'s (conform lowers cases and max_commands).
+struct FuzzArgs {
+  std::string target = "reference";
+  std::string preset = "qwen3.5";
+  int layers = 2;
+  int cases = 100;  // the property suite's budget: every catalogue fault is caught at it
+  int max_commands = 100;
+  int slots = 6;
+  int max_T = 4;
+  std::uint64_t seed = 1;
+  std::string recon = "serial";
+  std::string ring_dtype = "F32";
+  std::string fault = "none";
+  std::string dump_dir = ".";
+};
+
+// Adds --preset, --layers, --cases, --max-commands, --slots, --max-T, --seed, --recon, --ring-dtype and
+// --dump-dir to c, bound to a (--target and --fault are added by each command, with its own help text).
+void add_fuzz_options(CLI::App* c, FuzzArgs& a);
+
+// The campaign options of `a` for one target (layers capped at the preset's). Throws Error naming the flag
+// for an unknown preset, negative layers, an unknown recon, ring dtype or fault.
+fuzz::FuzzOptions options_for(const FuzzArgs& a, const std::string& target);
+
+// The targets a --target value stands for: "reference" means both reference designs (replay and ring), and with
+// an injected fault only those in which the fault exists; any other name stands for itself.
+std::vector<std::string> targets_for(const std::string& target, const std::string& fault = "none");
+
+// Where per-case progress lines go: stderr on an interactive terminal, nowhere otherwise (carriage returns make
+// one endless line in CI logs).
+std::ostream* progress_stream();
+
+// Prints one campaign's result line; after a failure also the reason, how to replay the shrunk case, the
+// command that reruns the campaign (flags from `a`) and RapidCheck's shrunk counterexample.
+void print_report(const fuzz::FuzzReport& r, const FuzzArgs& a);
+
+}  // namespace replayssm::cli
