@@ -8,6 +8,7 @@
 #include "gpu_support.hpp"
 #include "replayssm/compare.hpp"
 #include "replayssm/cuda/kernels.hpp"
+#include "replayssm/reference/batch.hpp"
 #include "replayssm/reference/gdn.hpp"
 #include "replayssm/reference/inputs.hpp"
 #include "replayssm/rng.hpp"
@@ -85,6 +86,11 @@ void run_ring(std::uint64_t seed, Op op, int Lring, WorstTracker& worst) {
   cuda::DecodeRingRecords ring{ru.get(), rk.get(), rg.as<float>()};
   cuda::DeviceBatch b(cfg, pool, PayloadGeometry{}, 1, nrows);
   std::vector<std::int32_t> wp(3, 0);
+  // The batch-level reference of the kernel (reference/batch.hpp: the kernel's summation order, records in
+  // the act dtype) runs the same steps on host images of the pool and the record buffers.
+  std::vector<float> ref_pool = get(img, 0, static_cast<std::size_t>(num_slots * stride), sd);
+  auto ref_records = ref::batch::DecodeRingRecords::zeros(cfg, num_slots, Lring);
+  const ref::batch::Layer ref_layer{&params, &ref_pool, nullptr, nullptr};
   const Tolerance tol = ring_tolerance(ad, sd), tol_s = sd == DType::BF16 || ad == DType::BF16
                                                              ? Tolerance::rel_rms(1e-2)
                                                              : Tolerance::allclose(5e-5, 5e-5);
@@ -111,6 +117,14 @@ void run_ring(std::uint64_t seed, Op op, int Lring, WorstTracker& worst) {
     cuda::ring_decode(b, lp, ring, cuda::TokenInputs{q.get(), k.get(), v.get(), a.get(), bb.get()}, o.get());
     cuda::synchronize();
     const auto oimg = to_host(o);
+    ref::batch::Batch rb;
+    rb.cfg = cfg;
+    rb.pool = pool;
+    rb.rows = rows;
+    rb.total_tokens = tok;
+    rb.validate();
+    std::vector<float> ref_o(static_cast<std::size_t>(tok) * cfg.HV * cfg.V, 0.f);
+    ref::batch::ring_decode(rb, ref_layer, cursors, ref_records, in, ref_o);
     for (int i = 0; i < nrows; ++i) {
       const BatchRow& row = rows[static_cast<std::size_t>(i)];
       const auto got = get(oimg, static_cast<std::int64_t>(row.token_offset) * cfg.HV * cfg.V,
@@ -126,6 +140,11 @@ void run_ring(std::uint64_t seed, Op op, int Lring, WorstTracker& worst) {
       worst.add(std::string("ring o act=") + std::string(dtype_name(ad)), rep, oref, got);
       EXPECT_TRUE(rep.ok) << "step " << step << " row " << i << " write_pos " << wp[static_cast<std::size_t>(i)]
                           << ": " << rep.str();
+      const std::vector<float> want(ref_o.begin() + static_cast<std::ptrdiff_t>(row.token_offset) * cfg.HV * cfg.V,
+                                    ref_o.begin() + static_cast<std::ptrdiff_t>(row.token_offset + 1) * cfg.HV * cfg.V);
+      const auto rb_rep = compare(want, got, tol);
+      worst.add(std::string("ring o vs batch ref act=") + std::string(dtype_name(ad)), rb_rep, want, got);
+      EXPECT_TRUE(rb_rep.ok) << "step " << step << " row " << i << " vs ref::batch::ring_decode: " << rb_rep.str();
       auto& w = wp[static_cast<std::size_t>(i)];
       if (w == Lring - 1) {  // flush: the checkpoint now holds the state rounded once
         ref::round_to_state_dtype(cfg, Si);
@@ -153,6 +172,11 @@ void run_ring(std::uint64_t seed, Op op, int Lring, WorstTracker& worst) {
     worst.add(std::string("ring ckpt state=") + std::string(dtype_name(sd)) + " act=" + std::string(dtype_name(ad)),
               rep, ckpt[static_cast<std::size_t>(row)], got);
     EXPECT_TRUE(rep.ok) << "checkpoint of row " << row << ": " << rep.str();
+    const std::vector<float> want(ref_pool.begin() + static_cast<std::ptrdiff_t>(s * stride),
+                                  ref_pool.begin() + static_cast<std::ptrdiff_t>(s * stride + cfg.state_elems()));
+    const auto rb_rep = compare(want, got, tol_s);
+    worst.add(std::string("ring ckpt vs batch ref state=") + std::string(dtype_name(sd)), rb_rep, want, got);
+    EXPECT_TRUE(rb_rep.ok) << "checkpoint of row " << row << " vs ref::batch::ring_decode: " << rb_rep.str();
   }
 }
 
