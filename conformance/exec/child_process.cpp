@@ -152,7 +152,14 @@ bool ChildProcess::running() {
 std::string ChildProcess::status() {
   if (running()) return "running";
   if (pid_ < 0) return "not started";
-  if (WIFEXITED(wait_status_)) return "exited with status " + std::to_string(WEXITSTATUS(wait_status_));
+  if (WIFEXITED(wait_status_)) {
+    const int code = WEXITSTATUS(wait_status_);
+    // The command runs under /bin/sh, which reports a child killed by signal N as status 128 + N.
+    return "exited with status " + std::to_string(code) +
+           (code > 128 && code < 160 ? " (128 + " + std::to_string(code - 128) + ": killed by signal " +
+                                           std::to_string(code - 128) + " under the shell)"
+                                     : "");
+  }
   if (WIFSIGNALED(wait_status_)) return "killed by signal " + std::to_string(WTERMSIG(wait_status_));
   return "ended";
 }

@@ -220,7 +220,12 @@ class Connection {
             kDefaultMaxFrameBytes);
     std::vector<std::uint8_t> body(static_cast<std::size_t>(n));
     child_.read_exact(body.data(), body.size(), deadline);
-    return decode_frame(body, "target." + op + ".frame");
+    try {
+      return decode_frame(body, "target." + op + ".frame");
+    } catch (const Error& e) {
+      const std::string f = e.field().rfind("target.", 0) == 0 ? e.field() : "target." + op + ".frame." + e.field();
+      throw Error(f, std::string("malformed answer: ") + e.what());
+    }
   }
 
   ChildProcess child_;
@@ -245,14 +250,15 @@ Capabilities capabilities(const std::string& command) { return connect(command)-
 // --- the target ------------------------------------------------------------------------------------------
 namespace {
 
-json rows_json(const std::vector<ref::TargetRow>& rows) {
+// The batch as the protocol sends it. At step time a verify row's accepted count is not known yet (0).
+json rows_json(const std::vector<ref::TargetRow>& rows, bool at_step) {
   json a = json::array();
   for (const auto& r : rows)
     a.push_back(json{{"slot", r.row.slot},
                      {"write_slot", r.row.write_slot},
                      {"T", r.row.T},
                      {"token_offset", r.row.token_offset},
-                     {"accepted", r.row.accepted},
+                     {"accepted", at_step && r.kind == ref::RowKind::Verify ? 0 : r.row.accepted},
                      {"kind", r.kind == ref::RowKind::Prefill ? "prefill" : "verify"},
                      {"fresh", r.fresh}});
   return a;
@@ -284,6 +290,10 @@ class ExecTarget : public ref::Target {
   Tolerance tolerance(double scale, bool state) const override {
     return tier_tolerance(conn_->caps().tier, s_.cfg, scale, state);
   }
+  std::string unsupported(const ModelConfig& cfg, std::int32_t max_T) const override {
+    return conn_->caps().unsupported(cfg, max_T);
+  }
+  bool implements_copy() const override { return conn_->caps().copy_slot; }
 
   void setup(const ref::EngineSetup& s) override {
     const std::string why = conn_->caps().unsupported(s.cfg, s.max_T);
@@ -317,7 +327,7 @@ class ExecTarget : public ref::Target {
     const auto& cfg = s_.cfg;
     const std::int64_t N = inputs.empty() ? 0 : inputs[0].T;
     Frame f;
-    f.msg = json{{"op", "step"}, {"rows", rows_json(rows)}, {"total_tokens", N}};
+    f.msg = json{{"op", "step"}, {"rows", rows_json(rows, true)}, {"total_tokens", N}};
     for (std::size_t l = 0; l < inputs.size(); ++l) {
       const auto& in = inputs[l];
       const std::string sfx = "." + std::to_string(l);
@@ -338,7 +348,7 @@ class ExecTarget : public ref::Target {
 
   void commit(const std::vector<ref::TargetRow>& rows) override {
     Frame f;
-    f.msg = json{{"op", "commit"}, {"rows", rows_json(rows)}};
+    f.msg = json{{"op", "commit"}, {"rows", rows_json(rows, false)}};
     mutate(f, "commit");
   }
 

@@ -17,7 +17,8 @@
 namespace replayssm::fuzz {
 
 nlohmann::json FuzzReport::to_json() const {
-  return nlohmann::json{{"target", target},   {"cases_passed", cases_passed}, {"failed", failed},
+  return nlohmann::json{{"target", target},   {"covered", covered}, {"not_covered", not_covered},
+                        {"cases_passed", cases_passed}, {"failed", failed},
                         {"reason", reason},   {"counterexample", counterexample},
                         {"reproduce", reproduce}, {"dump_path", dump_path}, {"seconds", seconds},
                         {"cases_per_second", cases_per_second}};
@@ -64,7 +65,17 @@ FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress) {
           "must be F32 or BF16");
   FuzzReport rep;
   rep.target = opt.target;
-  ref::make_target(opt.target);  // unknown target -> Error("target") before anything runs
+  {
+    // An unknown target is Error("target") before anything runs; a target whose capabilities exclude the
+    // campaign is reported as not covered, never as passed.
+    const auto probe = ref::make_target(opt.target, opt.fault);
+    rep.not_covered = probe->unsupported(opt.cfg, opt.max_T);
+    if (!rep.not_covered.empty()) {
+      rep.covered = false;
+      return rep;
+    }
+    if (!probe->implements_copy()) rep.not_covered = "copy (the target does not implement copy_slot)";
+  }
   if (opt.fault != ref::Fault::None) {
     const auto ts = ref::fault_targets(opt.fault);
     std::string list;
@@ -130,7 +141,7 @@ FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress) {
   return rep;
 }
 
-std::string replay_dump(const std::string& path) {
+std::string replay_dump(const std::string& path, const std::string& target, std::string* notes) {
   const SafetensorsFile f = read_safetensors(path);
   auto meta = [&](const char* k) -> const std::string& {
     const auto it = f.metadata.find(k);
@@ -158,7 +169,17 @@ std::string replay_dump(const std::string& path) {
   }
   std::vector<ref::Cmd> cmds;
   for (const auto& c : nlohmann::json::parse(meta("commands"))) cmds.push_back(ref::Cmd::from_json(c));
-  return replay_sequence(s, meta("target"), ref::parse_fault(meta("fault")), cmds);
+  const std::string recorded = meta("target");
+  std::string use = recorded;
+  if (recorded.rfind("exec:", 0) == 0) {
+    require(!target.empty(), "target", "this case was judged against ", recorded,
+            "; a command is never taken from a file: give it again with --target exec:'...'");
+  }
+  if (!target.empty()) {
+    use = target;
+    if (notes && target != recorded) *notes = "recorded target '" + recorded + "', replaying against '" + target + "'";
+  }
+  return replay_sequence(s, use, ref::parse_fault(meta("fault")), cmds);
 }
 
 }  // namespace replayssm::fuzz

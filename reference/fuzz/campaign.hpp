@@ -31,6 +31,8 @@ struct FuzzOptions {
 
 struct FuzzReport {
   std::string target;
+  bool covered = true;             // false: the target's capabilities exclude this campaign (nothing was run)
+  std::string not_covered;         // why not, or what the campaign left out (e.g. copies)
   int cases_passed = 0;
   bool failed = false;
   std::string reason;              // first disagreement of the shrunk case
@@ -45,7 +47,10 @@ struct FuzzReport {
 // Runs the campaign; progress lines (one per case) go to `progress` when non-null.
 FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress);
 
-// Re-executes a dumped failing case; returns the first disagreement ("" if it no longer fails).
-std::string replay_dump(const std::string& path);
+// Re-executes a dumped failing case; returns the first disagreement ("" if it no longer fails). A case judged
+// against an implementation in its own process ("exec:COMMAND") is replayed only against the target given
+// here: a command is never taken from a file (Error("target") when none is given); `notes` receives a line
+// when the given target differs from the recorded one.
+std::string replay_dump(const std::string& path, const std::string& target = "", std::string* notes = nullptr);
 
 }  // namespace replayssm::fuzz

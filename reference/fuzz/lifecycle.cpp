@@ -175,6 +175,7 @@ struct Continue : Restart {
 
 struct Copy : LifecycleCommand {
   explicit Copy(const LifecycleModel& m) {
+    RC_PRE(m.allow_copy);
     c.kind = Cmd::Kind::Copy;
     std::vector<std::int32_t> src;
     for (auto id : m.with_status(Status::Running))
@@ -212,6 +213,7 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
   m0.num_slots = setup.num_slots;
   m0.max_T = setup.max_T;
   LifecycleSut sut{ref::Judge(setup, target, fault), {}};
+  m0.allow_copy = sut.judge.sut().target().implements_copy();
   try {
     rc::state::check(m0, sut,
                      rc::state::gen::execOneOfWithArgs<Admit, Admit, Step, Step, Step, Step, Step, Step, Finish,

@@ -26,6 +26,7 @@ struct ModelRequest {
 struct LifecycleModel {
   std::int32_t num_slots = 4;
   std::int32_t max_T = 4;
+  bool allow_copy = true;  // false: the target does not implement copy_slot (Target::implements_copy)
   std::int32_t next_id = 0;
   std::map<std::int32_t, ModelRequest> reqs;
   std::vector<std::int32_t> free_slots() const;

@@ -16,17 +16,23 @@ void register_fuzz(CLI::App& app) {
   auto replay = std::make_shared<std::string>();
   auto json_out = std::make_shared<std::string>();
   c->add_option("--target", a->target,
-                "reference (= replay and ring), replay, ring, or another registered target (cuda)")
+                "reference (= replay and ring), replay, ring, cuda, cuda_full_state, or exec:'COMMAND' (an "
+                "implementation in its own process, docs/target-protocol.md)")
       ->capture_default_str();
   add_fuzz_options(c, *a);
   c->add_option("--fault", a->fault, "Inject a catalogue fault into the target (to see the suite catch it)")
       ->capture_default_str();
-  c->add_option("--replay", *replay, "Re-run a dumped failing case instead of fuzzing");
+  c->add_option("--replay", *replay,
+                "Re-run a dumped failing case instead of fuzzing (an exec: case needs --target again)");
   c->add_option("--json", *json_out, "Write a machine-readable report to this file");
-  c->callback([a, replay, json_out] {
+  c->callback([c, a, replay, json_out] {
     if (!replay->empty()) {
-      std::cout << "replaying " << *replay << " (target, fault, setup and commands as stored in the file)\n";
-      const auto why = fuzz::replay_dump(*replay);
+      const bool given = c->count("--target") > 0;
+      std::cout << "replaying " << *replay << " (fault, setup and commands as stored in the file; target "
+                << (given ? a->target : "as stored") << ")\n";
+      std::string notes;
+      const auto why = fuzz::replay_dump(*replay, given ? a->target : "", &notes);
+      if (!notes.empty()) std::cout << notes << "\n";
       std::cout << (why.empty() ? "case passes now" : "case fails: " + why) << "\n";
       if (!why.empty()) exit_code = 1;
       return;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "exec_target.hpp"
 #include "replayssm/error.hpp"
 
 namespace replayssm::cli {
@@ -21,9 +22,12 @@ void add_fuzz_options(CLI::App* c, FuzzArgs& a) {
                 "Campaign seed: same options and seed, same cases (RapidCheck's own 'Using configuration: seed=' "
                 "line is its global default and does not apply to campaigns)")
       ->capture_default_str();
-  c->add_option("--recon", a.recon, "Ring reconstruction: serial or closed_form")->capture_default_str();
+  c->add_option("--recon", a.recon, "Ring reconstruction: serial, closed_form or suffix_sum")->capture_default_str();
   c->add_option("--ring-dtype", a.ring_dtype, "Ring record dtype: F32 or BF16")->capture_default_str();
   c->add_option("--dump-dir", a.dump_dir, "Where a failing case is written")->capture_default_str();
+  c->add_option("--target-timeout", a.target_timeout,
+                "Seconds an exec: target may take for one command before it is killed and the case fails")
+      ->capture_default_str();
 }
 
 fuzz::FuzzOptions options_for(const FuzzArgs& a, const std::string& target) {
@@ -37,8 +41,8 @@ fuzz::FuzzOptions options_for(const FuzzArgs& a, const std::string& target) {
   o.max_commands = a.max_commands;
   o.num_slots = a.slots;
   o.max_T = a.max_T;
-  require(a.recon == "serial" || a.recon == "closed_form", "recon", "must be serial or closed_form");
-  o.recon = a.recon == "serial" ? ref::Reconstruction::Serial : ref::Reconstruction::ClosedForm;
+  o.recon = ref::parse_reconstruction(a.recon, "recon");
+  exec::set_timeout(a.target_timeout);
   o.ring_record_dtype = parse_dtype(a.ring_dtype, "ring-dtype");
   o.fault = ref::parse_fault(a.fault);
   o.dump_dir = a.dump_dir;
@@ -51,20 +55,37 @@ std::vector<std::string> targets_for(const std::string& target, const std::strin
   return ref::fault_targets(ref::parse_fault(fault));
 }
 
+std::string shell_quote(const std::string& s) {
+  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,/:=+") ==
+                        std::string::npos)
+    return s;
+  std::string q = "'";
+  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
+}
+
 std::ostream* progress_stream() { return ::isatty(2) ? &std::cerr : nullptr; }
 
 void print_report(const fuzz::FuzzReport& r, const FuzzArgs& a) {
+  if (!r.covered) {
+    std::printf("%-8s NOT COVERED  %s\n", r.target.c_str(), r.not_covered.c_str());
+    return;
+  }
   if (r.failed)
     std::printf("%-8s FAIL after %d passing cases  %.2f s\n", r.target.c_str(), r.cases_passed, r.seconds);
   else
-    std::printf("%-8s ok    %d cases passed  %.2f s  %.3f cases/s\n", r.target.c_str(), r.cases_passed, r.seconds,
-                r.cases_per_second);
+    std::printf("%-8s ok    %d cases passed  %.2f s  %.3f cases/s%s\n", r.target.c_str(), r.cases_passed, r.seconds,
+                r.cases_per_second, r.not_covered.empty() ? "" : ("  (not covered: " + r.not_covered + ")").c_str());
   if (r.failed) {
     std::printf("  reason: %s\n", r.reason.c_str());
-    if (!r.dump_path.empty()) std::printf("  replay the shrunk case: replayssm fuzz --replay %s\n", r.dump_path.c_str());
+    // An exec: target's command is given again on replay: a command is never taken from a file.
+    const bool exec = r.target.rfind("exec:", 0) == 0;
+    if (!r.dump_path.empty())
+      std::printf("  replay the shrunk case: replayssm fuzz --replay %s%s\n", r.dump_path.c_str(),
+                  exec ? (" --target " + shell_quote(r.target)).c_str() : "");
     std::printf("  rerun the campaign:     replayssm fuzz --target %s --preset %s --layers %d --cases %d --max-commands %d "
                 "--slots %d --max-T %d --recon %s --ring-dtype %s --fault %s --seed %llu\n",
-                r.target.c_str(), a.preset.c_str(), a.layers, a.cases, a.max_commands, a.slots, a.max_T, a.recon.c_str(),
+                shell_quote(r.target).c_str(), a.preset.c_str(), a.layers, a.cases, a.max_commands, a.slots, a.max_T, a.recon.c_str(),
                 a.ring_dtype.c_str(), a.fault.c_str(), static_cast<unsigned long long>(a.seed));
     std::printf("  shrunk counterexample (RapidCheck):\n%s\n", r.counterexample.c_str());
   }

@@ -27,19 +27,25 @@ struct FuzzArgs {
   std::string ring_dtype = "F32";
   std::string fault = "none";
   std::string dump_dir = ".";
+  double target_timeout = 60;  // seconds per command of an exec: target
 };
 
-// Adds --preset, --layers, --cases, --max-commands, --slots, --max-T, --seed, --recon, --ring-dtype and
-// --dump-dir to c, bound to a (--target and --fault are added by each command, with its own help text).
+// Adds --preset, --layers, --cases, --max-commands, --slots, --max-T, --seed, --recon, --ring-dtype,
+// --dump-dir and --target-timeout to c, bound to a (--target and --fault are added by each command, with its
+// own help text).
 void add_fuzz_options(CLI::App* c, FuzzArgs& a);
 
-// The campaign options of `a` for one target (layers capped at the preset's). Throws Error naming the flag
-// for an unknown preset, negative layers, an unknown recon, ring dtype or fault.
+// The campaign options of `a` for one target (layers capped at the preset's); also sets the exec: targets'
+// per-command timeout. Throws Error naming the flag for an unknown preset, negative layers, an unknown
+// recon, ring dtype or fault, a timeout <= 0.
 fuzz::FuzzOptions options_for(const FuzzArgs& a, const std::string& target);
 
 // The targets a --target value stands for: "reference" means both reference designs (replay and ring), and with
 // an injected fault only those in which the fault exists; any other name stands for itself.
 std::vector<std::string> targets_for(const std::string& target, const std::string& fault = "none");
+
+// s quoted for a POSIX shell when it needs quoting (so a printed command line can be pasted back).
+std::string shell_quote(const std::string& s);
 
 // Where per-case progress lines go: stderr on an interactive terminal, nowhere otherwise (carriage returns make
 // one endless line in CI logs).

@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "commands.hpp"
+#include "exec_target.hpp"
 #if defined(REPLAYSSM_HAS_CUDA)
 #include "cuda_target.hpp"
 #endif
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
 #if defined(REPLAYSSM_HAS_CUDA)
   replayssm::conformance::register_cuda_targets();  // `--target cuda` / `cuda_full_state` (need a GPU to run)
 #endif
+  replayssm::exec::register_exec_targets();  // `--target exec:'COMMAND'`
   replayssm::cli::register_conform(app);
   replayssm::cli::register_fuzz(app);
   replayssm::cli::register_fixtures(app);

@@ -83,6 +83,15 @@ class Target {
   // Whether PAD rows' outputs are claimed to be exact zeros (the project's own targets write zeros). The
   // judge checks the claim; without it PAD outputs are don't-care (docs/target-protocol.md, "PAD rows").
   virtual bool pad_outputs_zero() const { return true; }
+  // What the generator may produce for this target (asked before setup): "" when a campaign with this
+  // model config and window limit is covered, else why not (an implementation's capabilities); and whether
+  // copy_slot is implemented (otherwise campaigns generate no copies and report them as not covered).
+  virtual std::string unsupported(const ModelConfig& cfg, std::int32_t max_T) const {
+    (void)cfg;
+    (void)max_T;
+    return {};
+  }
+  virtual bool implements_copy() const { return true; }
   virtual void setup(const EngineSetup& s) = 0;
   // A slot is (re)allocated to a request: reset per-slot bookkeeping (ring cursors). Pool data stays.
   virtual void allocate(std::int32_t slot) = 0;

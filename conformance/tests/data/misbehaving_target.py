@@ -1,0 +1,103 @@
+"""A target-protocol implementation that misbehaves on purpose, for the judge's failure-mode tests.
+
+Standard library only (no NumPy): frames are written by hand. Usage: misbehaving_target.py MODE, with MODE
+one of exit_at_start, crash_on_setup, hang_on_setup, garbage_on_setup, huge_frame_on_setup,
+stderr_flood_on_setup (then behaves), error_on_setup, wrong_version, wrong_shape_on_step, wrong_dtype_on_step,
+stderr_then_exit. The hello answer is always well formed except in
+exit_at_start and wrong_version.
+"""
+import json
+import os
+import signal
+import struct
+import sys
+import time
+
+MODE = sys.argv[1]
+IN, OUT = sys.stdin.buffer, sys.stdout.buffer
+
+
+def read_frame():
+    head = IN.read(8)
+    if len(head) < 8:
+        sys.exit(0)
+    (n,) = struct.unpack("<Q", head)
+    body = IN.read(n)
+    (hn,) = struct.unpack("<Q", body[:8])
+    header = json.loads(body[8:8 + hn])
+    return json.loads(header["__metadata__"]["msg"])
+
+
+def write_frame(msg, tensors=()):
+    """tensors: (name, dtype, shape, raw bytes)."""
+    header = {"__metadata__": {"msg": json.dumps(msg)}}
+    data, off = b"", 0
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(raw)]}
+        data += raw
+        off += len(raw)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    body = struct.pack("<Q", len(h)) + h + data
+    OUT.write(struct.pack("<Q", len(body)) + body)
+    OUT.flush()
+
+
+if MODE == "exit_at_start":
+    sys.exit(3)
+if MODE == "stderr_then_exit":
+    sys.stderr.write("adapter: cannot import the peer kernel (a message the report must show)\n")
+    sys.stderr.flush()
+    sys.exit(4)
+
+msg = read_frame()
+assert msg["op"] == "hello"
+version = [2, 0] if MODE == "wrong_version" else [1, 0]
+write_frame({"ok": True, "protocol": "replayssm.target", "version": version,
+             "capabilities": {"name": "misbehaving-" + MODE, "copy_slot": False}})
+
+while True:
+    msg = read_frame()
+    op = msg["op"]
+    if op == "shutdown":
+        write_frame({"ok": True})
+        sys.exit(0)
+    if op == "setup":
+        if MODE == "crash_on_setup":
+            sys.stderr.write("adapter: about to crash\n")
+            sys.stderr.flush()
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if MODE == "hang_on_setup":
+            time.sleep(3600)
+        if MODE == "garbage_on_setup":
+            OUT.write(struct.pack("<Q", 16) + b"not a container!")
+            OUT.flush()
+            continue
+        if MODE == "huge_frame_on_setup":  # declares 1 TiB: refused before anything is allocated
+            OUT.write(struct.pack("<Q", 1 << 40))
+            OUT.flush()
+            time.sleep(3600)
+        if MODE == "stderr_flood_on_setup":  # 1 MiB of logging must not block the answer
+            for _ in range(1024):
+                sys.stderr.write("x" * 1023 + "\n")
+            sys.stderr.flush()
+        if MODE == "error_on_setup":
+            write_frame({"ok": False, "error": {"field": "setup.config.K", "message": "K = 8 is not supported"}})
+            continue
+        setup = msg["setup"]
+        write_frame({"ok": True})
+        continue
+    if op == "pool":  # nothing ever changes: the digests the judge knows, no slot values
+        write_frame({"ok": True, "digests": msg["known"], "slots": []})
+        continue
+    if op == "step":
+        cfg = setup["config"]
+        n, hv, v = msg["total_tokens"], cfg["HV"], cfg["V"]
+        act = cfg["act_dtype"]
+        size = 2 if act == "BF16" else 4
+        if MODE == "wrong_shape_on_step":
+            write_frame({"ok": True}, [("o.0", act, [n + 1, hv, v], b"\0" * (size * (n + 1) * hv * v))])
+        else:
+            write_frame({"ok": True}, [("o.0", "F64", [n, hv, v], b"\0" * (8 * n * hv * v))])
+        continue
+    write_frame({"ok": True})
