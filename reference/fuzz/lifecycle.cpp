@@ -208,11 +208,11 @@ struct Resume : Restart {
 }  // namespace
 
 void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, ref::Fault fault,
-                     std::vector<ref::Cmd>* last_failure, std::string* last_reason) {
+                     std::vector<ref::Cmd>* last_failure, std::string* last_reason, const LifecycleJudging& judging) {
   LifecycleModel m0;
   m0.num_slots = setup.num_slots;
   m0.max_T = setup.max_T;
-  LifecycleSut sut{ref::Judge(setup, target, fault), {}};
+  LifecycleSut sut{ref::Judge(setup, target, fault, judging.tier), {}};
   m0.allow_copy = sut.judge.sut().target().implements_copy();
   try {
     rc::state::check(m0, sut,
@@ -242,6 +242,8 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
     if (!sut.failure.empty()) {
       if (last_failure) *last_failure = sut.judge.executed();
       if (last_reason) *last_reason = sut.failure;
+      if (judging.failed_comparison) *judging.failed_comparison = sut.judge.failed_comparison();
+      if (judging.failed_tolerance) *judging.failed_tolerance = sut.judge.failed_tolerance();
     }
     throw;
   }

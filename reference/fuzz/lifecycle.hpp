@@ -8,6 +8,7 @@
 #include <rapidcheck/state.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,10 +39,19 @@ struct LifecycleSut {
   std::string failure;  // description of the first disagreement (empty while all agree)
 };
 
+// How a run is judged beyond the defaults: at a precision tier (Judge's judge_tier), and where the failing
+// value comparison (report and tolerance) of the last failure is stored.
+struct LifecycleJudging {
+  std::optional<Tier> tier;
+  std::optional<CompareReport>* failed_comparison = nullptr;
+  Tolerance* failed_tolerance = nullptr;
+};
+
 // Runs one generated command sequence (call inside a RapidCheck property). On the first disagreement it
 // records the failure, stores the executed sequence in *last_failure (if non-null) and fails the property.
 void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, ref::Fault fault,
-                     std::vector<ref::Cmd>* last_failure = nullptr, std::string* last_reason = nullptr);
+                     std::vector<ref::Cmd>* last_failure = nullptr, std::string* last_reason = nullptr,
+                     const LifecycleJudging& judging = {});
 
 // Replays a recorded command sequence on a fresh judge; returns the first disagreement or "".
 std::string replay_sequence(const ref::EngineSetup& setup, const std::string& target, ref::Fault fault,

@@ -114,6 +114,37 @@ void l2normalize(const ModelConfig& cfg, const float* x, int n, R mul, R* out) {
   }
 }
 
+namespace {
+// Steps 3-7 of one value head: decay, read, delta, write, output (u receives the delta when non-null).
+// HOOKED passes the dot products' operands through the hook; the other instance is the plain definition.
+template <class R, bool HOOKED>
+void head_update(const ModelConfig& cfg, R* S, const R* kh, const R* qh, const R* alpha, R beta, const float* vv, R* u,
+                 R* o_h, const TokenHook* hook) {
+  const auto op = [hook](R x) {
+    if constexpr (HOOKED) return static_cast<R>(hook->dot_operand(static_cast<double>(x)));
+    else return x;
+  };
+  const int K = cfg.K, V = cfg.V;
+  for (int j = 0; j < V; ++j) {
+    R kv = 0;
+    for (int c = 0; c < K; ++c) {
+      R& s = S[state_index(cfg, c, j)];
+      s = alpha[c] * s;
+      kv += op(s) * op(kh[c]);
+    }
+    const R d = beta * (static_cast<R>(vv[j]) - kv);
+    if (u) u[j] = d;
+    R o = 0;
+    for (int c = 0; c < K; ++c) {
+      R& s = S[state_index(cfg, c, j)];
+      s = s + kh[c] * d;
+      o += op(s) * op(qh[c]);
+    }
+    o_h[j] = o;
+  }
+}
+}  // namespace
+
 template <class R>
 void token_step(const ModelConfig& cfg, const LayerParams& p, const SequenceInputs& in, int t, R* state, R* o_t,
                 TokenRecord<R>* rec, const TokenHook* hook) {
@@ -144,23 +175,13 @@ void token_step(const ModelConfig& cfg, const LayerParams& p, const SequenceInpu
     if (hook) beta = static_cast<R>(hook->beta(static_cast<double>(beta)));
     const float* vv = &in.v[(static_cast<std::size_t>(t) * cfg.HV + hv) * V];
     R* S = state + static_cast<std::size_t>(hv) * K * V;
-    for (int j = 0; j < V; ++j) {
-      R kv = 0;
-      for (int c = 0; c < K; ++c) {
-        R& s = S[state_index(cfg, c, j)];
-        s = alpha[c] * s;
-        kv += s * kh[c];
-      }
-      const R d = beta * (static_cast<R>(vv[j]) - kv);
-      if (rec) rec->u[static_cast<std::size_t>(hv) * V + j] = d;
-      R o = 0;
-      for (int c = 0; c < K; ++c) {
-        R& s = S[state_index(cfg, c, j)];
-        s = s + kh[c] * d;
-        o += s * qh[c];
-      }
-      o_t[static_cast<std::size_t>(hv) * V + j] = o;
-    }
+    if (hook)
+      head_update<R, true>(cfg, S, kh, qh, alpha.data(), beta, vv, rec ? &rec->u[static_cast<std::size_t>(hv) * V] : nullptr,
+                           &o_t[static_cast<std::size_t>(hv) * V], hook);
+    else
+      head_update<R, false>(cfg, S, kh, qh, alpha.data(), beta, vv,
+                            rec ? &rec->u[static_cast<std::size_t>(hv) * V] : nullptr, &o_t[static_cast<std::size_t>(hv) * V],
+                            nullptr);
   }
 }
 

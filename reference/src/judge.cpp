@@ -11,9 +11,10 @@
 
 namespace replayssm::ref {
 
-Judge::Judge(const EngineSetup& setup, const std::string& target_kind, Fault fault)
+Judge::Judge(const EngineSetup& setup, const std::string& target_kind, Fault fault, std::optional<Tier> judge_tier)
     : oracle_(make_target("full_state"), setup),
-      sut_(make_target(target_kind, fault), setup, fault == Fault::EarlyStopCommitsWholeRun ? fault : Fault::None) {}
+      sut_(make_target(target_kind, fault), setup, fault == Fault::EarlyStopCommitsWholeRun ? fault : Fault::None),
+      tier_(judge_tier) {}
 
 namespace {
 double max_abs(const std::vector<float>& x) {
@@ -26,11 +27,20 @@ bool same_bits(const float* a, const float* b, std::size_t n) { return std::memc
 }  // namespace
 
 CompareReport Judge::compare_values(const std::vector<float>& ref, const std::vector<float>& got, bool state) const {
-  return compare(ref, got, sut_.target().bit_exact() ? Tolerance::exact() : sut_.target().tolerance(max_abs(ref), state));
+  const Tolerance tol = tier_                        ? tier_tolerance(*tier_, oracle_.setup().cfg, max_abs(ref), state)
+                        : sut_.target().bit_exact() ? Tolerance::exact()
+                                                    : sut_.target().tolerance(max_abs(ref), state);
+  auto rep = compare(ref, got, tol);
+  if (!rep.ok) {
+    failed_ = rep;
+    failed_tol_ = tol;
+  }
+  return rep;
 }
 
 std::string Judge::apply(const Cmd& c) {
   executed_.push_back(c);
+  failed_.reset();
   const std::int32_t L = oracle_.setup().cfg.num_layers;
   Outputs before_o, before_s;
   for (std::int32_t l = 0; l < L; ++l) before_o.push_back(oracle_.target().pool(l));

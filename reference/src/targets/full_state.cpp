@@ -1,7 +1,5 @@
 // The oracle target: full-state verify (every window state kept in scratch) and commit copy of state n,
 // through the batch-level reference of the CUDA full-state kernels.
-#include <limits>
-
 #include "pooled.hpp"
 
 namespace replayssm::ref {
@@ -18,9 +16,11 @@ class FullStateTarget : public PooledTarget {
     auto out = zero_outputs(inputs);
     zero_fresh_slots(rows);
     batch_ = step_batch(rows, inputs.empty() ? 0 : inputs[0].T);
-    const auto E = static_cast<std::size_t>(s_.cfg.state_elems());
-    scratch_.assign(pools_.size(), std::vector<float>(rows.size() * static_cast<std::size_t>(s_.max_T) * E,
-                                                      std::numeric_limits<float>::quiet_NaN()));
+    // The scratch keeps its storage from step to step (a commit reads only states its row's verify wrote).
+    const auto need = rows.size() * static_cast<std::size_t>(s_.max_T) * static_cast<std::size_t>(s_.cfg.state_elems());
+    scratch_.resize(pools_.size());
+    for (auto& x : scratch_)
+      if (x.size() < need) x.resize(need);
     const auto ls = layers(&scratch_, nullptr);
     for (std::size_t l = 0; l < ls.size(); ++l) batch::verify_full_state(batch_, ls[l], inputs[l], out[l]);
     batch::commit_copy(batch_, ls);  // prefill chunks: their whole window

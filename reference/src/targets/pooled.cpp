@@ -31,10 +31,13 @@ void PooledTarget::copy_slot(std::int32_t src, std::int32_t dst) {
 }
 
 void PooledTarget::zero_fresh_slots(const std::vector<TargetRow>& rows) {
-  const std::vector<float> zeros(static_cast<std::size_t>(s_.cfg.state_elems()), 0.0f);
+  const std::int64_t stride = s_.pool_geometry().stride(s_.cfg);
   for (const auto& r : rows)
     if (r.row.slot != kPadSlot && r.kind == RowKind::Prefill && r.fresh)
-      for (std::int32_t l = 0; l < s_.cfg.num_layers; ++l) put(l, r.row.slot, zeros);
+      for (auto& pool : pools_) {
+        const auto at = pool.begin() + static_cast<std::ptrdiff_t>(r.row.slot * stride);
+        std::fill(at, at + static_cast<std::ptrdiff_t>(s_.cfg.state_elems()), 0.0f);
+      }
 }
 
 batch::Batch PooledTarget::step_batch(const std::vector<TargetRow>& rows, std::int64_t total_tokens) const {

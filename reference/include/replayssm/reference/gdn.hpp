@@ -94,6 +94,9 @@ struct TokenHook {
   // The decay alpha of one channel and beta of one value head, as the step will use them.
   virtual double alpha(double a) const { return a; }
   virtual double beta(double b) const { return b; }
+  // Each operand of the two dot products (kv = S^T k, o = S^T q) as it enters the product: a precision
+  // emulation (TF32 operands) rounds it; the step's own arithmetic is unchanged otherwise.
+  virtual double dot_operand(double x) const { return x; }
 };
 
 // Advances the state by token t of `in` for every value head and writes o_t [HV, V] (unrounded).

@@ -9,17 +9,23 @@
 //      n = 0 leave their slot's bytes unchanged (every target but the spec ring, whose cursors move instead).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "replayssm/reference/command.hpp"
 #include "replayssm/reference/engine.hpp"
+#include "replayssm/tier.hpp"
 
 namespace replayssm::ref {
 
 class Judge {
  public:
-  Judge(const EngineSetup& setup, const std::string& target_kind, Fault fault = Fault::None);
+  // judge_tier: compare outputs and states at this precision tier's tolerance (tier.hpp) whatever the target
+  // claims (the teeth test measures each fault against each tier's budget); empty: the target's own claim
+  // (bit-exact, or its tolerance()).
+  Judge(const EngineSetup& setup, const std::string& target_kind, Fault fault = Fault::None,
+        std::optional<Tier> judge_tier = std::nullopt);
   // Executes c on both; returns an empty string when everything agrees, else a description of the first
   // disagreement (which check, request, layer, worst element). An Error from the oracle means the command
   // itself is invalid and propagates.
@@ -27,6 +33,10 @@ class Judge {
   const Engine& oracle() const { return oracle_; }
   const Engine& sut() const { return sut_; }
   const std::vector<Cmd>& executed() const { return executed_; }
+  // The value comparison that failed last (empty when the last disagreement was structural: request
+  // tables, slots, errors), with the tolerance it was judged under.
+  const std::optional<CompareReport>& failed_comparison() const { return failed_; }
+  const Tolerance& failed_tolerance() const { return failed_tol_; }
 
  private:
   using Outputs = std::vector<std::vector<float>>;
@@ -38,7 +48,10 @@ class Judge {
 
   Engine oracle_;
   Engine sut_;
+  std::optional<Tier> tier_;
   std::vector<Cmd> executed_;
+  mutable std::optional<CompareReport> failed_;
+  mutable Tolerance failed_tol_;
 };
 
 }  // namespace replayssm::ref
