@@ -29,3 +29,44 @@ RC_GTEST_PROP(Lifecycle, RingVariantsMatchFullStateWithinTolerance, ()) {
   setup.record_dtype = *rc::gen::element(DType::F32, DType::BF16);
   fuzz::check_lifecycle(setup, "ring", ref::Fault::None);
 }
+
+// Precision tiers (tier.hpp, docs/numerics.md) against implementations of their own precision: the replay
+// design computed with TF32 dot-product operands stays inside the tf32 tier's budget over whole command
+// sequences, and the fp32 tier tells it apart (at least one case of the campaign exceeds the fp32 bound,
+// checked in TierBudgets.Fp32TierSeesTf32 below); the ring with BF16 records stays inside the bf16 tier.
+RC_GTEST_PROP(TierBudgets, Tf32ReplayWithinTheTf32Tier, ()) {
+  const auto setup = *testgen::lifecycle_setup(false);
+  fuzz::LifecycleJudging at;
+  at.tier = Tier::Tf32;
+  fuzz::check_lifecycle(setup, "replay_tf32", ref::Fault::None, nullptr, nullptr, at);
+}
+
+RC_GTEST_PROP(TierBudgets, Bf16RecordRingWithinTheBf16Tier, ()) {
+  auto setup = *testgen::lifecycle_setup(false);
+  setup.record_dtype = DType::BF16;
+  fuzz::LifecycleJudging at;
+  at.tier = Tier::Bf16;
+  fuzz::check_lifecycle(setup, "ring", ref::Fault::None, nullptr, nullptr, at);
+}
+
+TEST(TierBudgets, Fp32TierSeesTf32) {
+  // The same campaign judged at the fp32 tier: TF32 operands are 2^13 times coarser than fp32 ones, so a
+  // tier that let them through would not be an fp32 tier.
+  bool caught = false;
+  for (std::uint64_t seed = 1; seed <= 20 && !caught; ++seed) {
+    auto setup = ref::make_setup(preset("tiny-gdn"), seed, 4, 4);
+    setup.cfg.act_dtype = DType::F32;
+    ref::Judge judge(setup, "replay_tf32", ref::Fault::None, Tier::Fp32);
+    ref::Cmd admit;
+    admit.kind = ref::Cmd::Kind::Admit;
+    admit.slot = 1;
+    admit.prompt = 8;
+    admit.seed = seed;
+    caught = !judge.apply(admit).empty();
+    ref::Cmd step;
+    step.kind = ref::Cmd::Kind::Step;
+    step.rows.push_back(ref::RowSpec{0, 4, 4, 0, seed + 1});
+    for (int i = 0; i < 4 && !caught; ++i) caught = !judge.apply(step).empty();
+  }
+  EXPECT_TRUE(caught) << "TF32 arithmetic passed the fp32 tier: the tier does not discriminate";
+}

@@ -1,5 +1,6 @@
 #include "replayssm/compare.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -133,8 +134,11 @@ CompareReport compare(const std::vector<double>& ref, const std::vector<double>&
   }
   r.rel_rms = sum_r2 > 0 ? std::sqrt(sum_d2 / sum_r2) : (sum_d2 > 0 ? HUGE_VAL : 0.0);
   r.ok = r.mismatches == 0;
-  if ((tol.kind == Tolerance::Kind::RelRms || tol.kind == Tolerance::Kind::Budget) && !(r.rel_rms <= tol.ratio))
-    r.ok = false;
+  if (tol.kind == Tolerance::Kind::RelRms && !(r.rel_rms <= tol.ratio)) r.ok = false;
+  if (tol.kind == Tolerance::Kind::Budget && r.count > 0) {
+    const double n = static_cast<double>(r.count);
+    if (!(std::sqrt(sum_d2 / n) <= tol.ratio * std::max(1.0, std::sqrt(sum_r2 / n)))) r.ok = false;
+  }
   std::ostringstream os;
   os << (r.ok ? "ok" : "FAIL") << " [" << tol.str() << "] n=" << r.count << " mismatches=" << r.mismatches
      << " max_abs=" << fmt(r.max_abs) << " rel_rms=" << fmt(r.rel_rms);

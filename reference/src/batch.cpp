@@ -149,7 +149,7 @@ void check_pages(const Batch& b) {
 }  // namespace
 
 void verify_replay(const Batch& b, const Layer& layer, const SequenceInputs& tokens, std::vector<float>& o,
-                   Store store) {
+                   Store store, const TokenHook* hook) {
   check_common(b, layer, tokens, o);
   check_pages(b);
   check_size(layer.payload, b.payload.elems(b.cfg), "layer.payload");
@@ -161,7 +161,7 @@ void verify_replay(const Batch& b, const Layer& layer, const SequenceInputs& tok
     }
     const auto in = tokens.slice(b.cfg, r.token_offset, r.T);
     if (store == Store::Rounded) {
-      write_window(b, o, r, replay_verify(b.cfg, *layer.params, in, get_slot(b, *layer.pool, r.slot)).o);
+      write_window(b, o, r, replay_verify(b.cfg, *layer.params, in, get_slot(b, *layer.pool, r.slot), hook).o);
     } else {
       write_window(b, o, r, verify_row(b, layer, in, r, store).o);
     }

@@ -34,12 +34,13 @@ std::vector<float> full_state_commit(const FullStateVerify& v, const std::vector
 }
 
 ReplayVerify replay_verify(const ModelConfig& cfg, const LayerParams& p, const SequenceInputs& in,
-                           const std::vector<float>& S0) {
+                           const std::vector<float>& S0, const TokenHook* hook) {
   check_state(cfg, S0, "checkpoint");
   ReplayVerify r;
   std::vector<float> S = S0;  // a private copy: the checkpoint itself is never written by verify
   RecurrentOptions opt;
   opt.round_outputs = true;
+  opt.hook = hook;
   run_recurrent<float>(cfg, p, in, S, r.o, nullptr, opt);
   r.payload.T = in.T;
   r.payload.k = in.k;

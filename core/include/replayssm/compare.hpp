@@ -6,8 +6,10 @@
 //   allclose   — every element: |got - ref| <= atol + rtol * |ref|; a non-finite value is close only to
 //                the identical bit pattern, or NaN to NaN (a NaN where ref is finite always fails);
 //   rel_rms    — RMS(got - ref) / RMS(ref) <= ratio, AND every element finite where ref is finite;
-//   budget     — both of a statistical and a worst-case bound: RMS(got - ref) / RMS(ref) <= ratio AND every
-//                element |got - ref| <= atol (the precision tiers' form, tier.hpp).
+//   budget     — both of a statistical and a worst-case bound: RMS(got - ref) <= ratio * max(1, RMS(ref)) AND
+//                every element |got - ref| <= atol (the precision tiers' form, tier.hpp). The floor of 1 is
+//                the scale of the quantities rounding errors are relative to (a dot product's error scales
+//                with its terms, not with a result that cancels to near zero), as in max(1, max|ref|) bounds.
 // Every report names the worst element (flat index, ref, got), so a failure is never "most elements close".
 #pragma once
 

@@ -30,12 +30,12 @@ double unit_roundoff(Tier t);
 // of largest reference magnitude `scale`: an output (state = false) or a committed state (state = true) of
 // a model cfg. docs/numerics.md ("Precision tiers") derives every constant:
 //   fp32 — allclose(atol = 2e-5 * max(1, scale)): reordered fp32 sums and fused multiply-adds, worst case;
-//   tf32, bf16 — budget(rel_rms = 8 u, atol = 2 u sqrt(K) * max(1, scale)) with u = unit_roundoff(t): a
-//          statistical bound on the relative RMS (one rounded-operand dot product per token, state errors
-//          damped by the contraction of the update; 8 standard deviations) plus the worst case of one dot
-//          product with every operand rounded, as the worst-element bound;
-// and, for every tier, no tighter than a bf16 storage difference where the compared tensor (or, for an
-// output, the state it reads) is stored in bf16: atol = 2^-6 * max(1, scale) (target.hpp storage_tolerance).
+//   tf32, bf16 — budget(rel_rms = 8 u, atol = 16 u * max(1, scale)) with u = unit_roundoff(t): statistical
+//          (about 1.2 u of relative RMS per output from two dot products with rounded operands, state errors
+//          no larger and damped by the decay; 8 u is 6.7 standard deviations) with a worst-element bound;
+// and, where the compared tensor (or, for an output, the state it reads) is stored in bf16, room for one
+// bf16 rounding apart: atol at least 2^-6 * max(1, scale) (as target.hpp's storage_tolerance) and 2^-7 more
+// relative RMS (the worst case of every element rounding the other way).
 Tolerance tier_tolerance(Tier t, const ModelConfig& cfg, double scale, bool state);
 
 }  // namespace replayssm

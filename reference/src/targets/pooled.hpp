@@ -45,6 +45,9 @@ class PooledTarget : public Target {
 
 std::unique_ptr<Target> make_full_state_target();
 std::unique_ptr<Target> make_replay_target(Fault fault);
+// The replay design computed as a TF32 kernel computes it (dot-product operands rounded to TF32): the
+// evidence that the tf32 precision tier's budget holds for a correct implementation of that tier.
+std::unique_ptr<Target> make_replay_tf32_target();
 std::unique_ptr<Target> make_spec_ring_target(Fault fault);
 
 }  // namespace replayssm::ref

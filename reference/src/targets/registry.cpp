@@ -11,6 +11,11 @@ std::map<std::string, std::function<std::unique_ptr<Target>(Fault)>>& registry()
   static std::map<std::string, std::function<std::unique_ptr<Target>(Fault)>> r{
       {"full_state", [](Fault) { return make_full_state_target(); }},
       {"replay", [](Fault f) { return make_replay_target(f); }},
+      {"replay_tf32",
+       [](Fault f) {
+         require(f == Fault::None, "fault", "replay_tf32 is a precision emulation; faults go into 'replay'");
+         return make_replay_tf32_target();
+       }},
       {"ring", [](Fault f) { return make_spec_ring_target(f); }},
   };
   return r;

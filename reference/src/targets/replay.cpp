@@ -3,20 +3,42 @@
 // teeth catalogue's replay faults: accepted-count and PAD faults change the descriptors, math faults enter
 // through the token step's hook, the layout fault transposes what the commit stored.
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "pooled.hpp"
 #include "replayssm/error.hpp"
+#include "replayssm/tier.hpp"
 
 namespace replayssm::ref {
 
 namespace {
 
+// TF32 operands: a float rounded to 10 explicit mantissa bits, to nearest with ties away from zero (what
+// cvt.rna.tf32.f32 does before a tensor-core MMA); NaN and Inf pass unchanged.
+struct Tf32Operands : TokenHook {
+  double dot_operand(double x) const override {
+    const float f = static_cast<float>(x);
+    std::uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if ((u & 0x7f800000u) == 0x7f800000u) return x;
+    u = (u + 0x1000u) & ~0x1fffu;
+    float r;
+    std::memcpy(&r, &u, 4);
+    return r;
+  }
+};
+
 class ReplayTarget : public PooledTarget {
  public:
-  explicit ReplayTarget(Fault f) : fault_(f) {}
-  std::string name() const override { return "replay"; }
-  bool bit_exact() const override { return true; }
+  // precision: an emulation of a kernel's arithmetic applied to every token step (the tf32 variant), or null.
+  ReplayTarget(Fault f, const TokenHook* precision) : fault_(f), precision_(precision) {}
+  std::string name() const override { return precision_ ? "replay_tf32" : "replay"; }
+  bool bit_exact() const override { return precision_ == nullptr; }
+  Tolerance tolerance(double scale, bool state) const override {
+    return tier_tolerance(Tier::Tf32, s_.cfg, scale, state);  // only used by the tf32 variant
+  }
   void setup(const EngineSetup& s) override {
     PooledTarget::setup(s);
     geo_ = s.payload_geometry();
@@ -35,7 +57,8 @@ class ReplayTarget : public PooledTarget {
     for (auto& buf : payload_)
       buf.assign(static_cast<std::size_t>(geo_.elems(s_.cfg)), std::numeric_limits<float>::quiet_NaN());
     const auto ls = layers(nullptr, &payload_);
-    for (std::size_t l = 0; l < ls.size(); ++l) batch::verify_replay(batch_, ls[l], inputs[l], out[l]);
+    for (std::size_t l = 0; l < ls.size(); ++l)
+      batch::verify_replay(batch_, ls[l], inputs[l], out[l], batch::Store::Rounded, precision_);
     if (fault_ == Fault::PadRowWritesSlot0) {
       // The fault: padding rows alias slot 0 (their outputs are still discarded).
       const batch::Batch alias = pad_rows_in_slot0(batch_, false);
@@ -44,7 +67,7 @@ class ReplayTarget : public PooledTarget {
         batch::verify_replay(alias, ls[l], inputs[l], discarded);
       }
     }
-    batch::commit_replay(batch_, ls);  // prefill chunks: their whole window
+    batch::commit_replay(batch_, ls, precision_);  // prefill chunks: their whole window
     return out;
   }
 
@@ -54,7 +77,7 @@ class ReplayTarget : public PooledTarget {
       if (rows[i].kind == RowKind::Verify && rows[i].row.slot != kPadSlot)
         batch_.rows[i].accepted = faulty_count(batch_.rows[i].accepted, batch_.rows[i].T);
     const batch::Batch b = fault_ == Fault::PadRowWritesSlot0 ? pad_rows_in_slot0(batch_, true) : batch_;
-    batch::commit_replay(b, layers(nullptr, &payload_), fault_hook(fault_));
+    batch::commit_replay(b, layers(nullptr, &payload_), precision_ ? precision_ : fault_hook(fault_));
     if (fault_ == Fault::TransposedLayout) {
       const StateLayout other = s_.cfg.layout == StateLayout::KV ? StateLayout::VK : StateLayout::KV;
       for (const auto& r : b.rows) {
@@ -107,6 +130,7 @@ class ReplayTarget : public PooledTarget {
   }
 
   Fault fault_;
+  const TokenHook* precision_;
   PayloadGeometry geo_;
   batch::Batch batch_;
   std::vector<std::vector<float>> payload_;  // [layer][num_pages * page_tokens * row_width]
@@ -115,6 +139,11 @@ class ReplayTarget : public PooledTarget {
 
 }  // namespace
 
-std::unique_ptr<Target> make_replay_target(Fault fault) { return std::make_unique<ReplayTarget>(fault); }
+std::unique_ptr<Target> make_replay_target(Fault fault) { return std::make_unique<ReplayTarget>(fault, nullptr); }
+
+std::unique_ptr<Target> make_replay_tf32_target() {
+  static const Tf32Operands tf32;
+  return std::make_unique<ReplayTarget>(Fault::None, &tf32);
+}
 
 }  // namespace replayssm::ref

@@ -72,8 +72,9 @@ void commit_copy(const Batch& b, const std::vector<Layer>& layers);
 // (1b) ReplaySSM verify of one layer: the outputs of verify_full_state, and the raw k, v, a, b of every real
 // row's window tokens into layer.payload at their paged rows. The pool is only read. Needs pool, payload,
 // params and the batch's page table.
+// hook: test-only (TokenHook: a fault, or a precision emulation), applied to every token step.
 void verify_replay(const Batch& b, const Layer& layer, const SequenceInputs& tokens, std::vector<float>& o,
-                   Store store = Store::Rounded);
+                   Store store = Store::Rounded, const TokenHook* hook = nullptr);
 
 // (1c) ReplaySSM commit of all layers: every real row with n = accepted > 0 and write_slot != PAD replays its
 // first n payload tokens from pool slot `slot` and stores the state, rounded once, into `write_slot`

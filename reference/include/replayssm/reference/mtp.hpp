@@ -58,7 +58,7 @@ struct ReplayVerify {
   RawPayload payload;
 };
 ReplayVerify replay_verify(const ModelConfig& cfg, const LayerParams& p, const SequenceInputs& in,
-                           const std::vector<float>& S0);
+                           const std::vector<float>& S0, const TokenHook* hook = nullptr);
 // Replays payload tokens [0, n) from S0 in F32, rounds once to the state dtype. n = 0 returns S0 unchanged.
 // hook: test-only perturbation of the token step (TokenHook), null otherwise.
 std::vector<float> replay_commit(const ModelConfig& cfg, const LayerParams& p, const RawPayload& payload,

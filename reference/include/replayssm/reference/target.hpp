@@ -5,6 +5,7 @@
 //   full_state — the oracle: verify stores S_1..S_T, commit copies S_n (batch::verify_full_state/commit_copy);
 //   replay     — ReplaySSM design 1: verify captures raw (k, v, a, b) into a paged payload, commit replays n
 //                (batch::verify_replay/commit_replay);
+//   replay_tf32 — the replay design with TF32 dot-product operands: the tf32 precision tier's own evidence;
 //   ring       — ReplaySSM design 2 on a spec ring: checkpoint + per-slot ring of (u, k, g) records with
 //                base / write_pos / is_flush cursors (SpecRingGeometry, spec_ring_commit); history is folded
 //                on flush steps;
