@@ -89,7 +89,3 @@ def to_wire(value, dtype: str, shape: tuple, field: str, flat_ok: bool = True) -
         raise ConversionError(field, f"the protocol answers F32 or BF16 values, not {dtype}")
     return np.ascontiguousarray(out).reshape(want)
 
-
-def wire_to_f32(wire: np.ndarray, dtype: str) -> np.ndarray:
-    """The float32 values of a stored-form array (the inverse of to_wire's storage)."""
-    return bf16_bits_to_f32(wire) if dtype == "BF16" else np.asarray(wire, dtype=np.float32)
