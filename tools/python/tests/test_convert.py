@@ -1,5 +1,6 @@
 """Answers in the protocol's dtypes: exact when representable, otherwise rounded to nearest even once."""
 import math
+import os
 import sys
 import types
 from fractions import Fraction
@@ -133,3 +134,18 @@ def test_real_torch_tensors_when_torch_is_installed():
         assert np.array_equal(to_wire(bf, "BF16", (4,), "o"), want)  # exact
         assert np.array_equal(to_wire(x, "BF16", (4,), "o"), want)  # torch's own RNE store
         assert np.array_equal(to_wire(x, "F32", (4,), "o"), x.cpu().numpy())
+
+
+def test_the_kit_never_imports_torch_for_numpy_answers(tmp_path):
+    """A poisoned `torch` module first on the path: importing the kit and answering NumPy arrays must not touch it."""
+    import subprocess
+
+    from conftest import HERE
+
+    (tmp_path / "torch.py").write_text("raise ImportError('the kit imported torch')\n")
+    code = ("import sys, numpy as np; import replayssm_kit as rk; from replayssm_kit.convert import to_wire; "
+            "assert to_wire(np.ones(2, np.float32), 'BF16', (2,), 'o').tolist() == [0x3F80, 0x3F80]; "
+            "assert 'torch' not in sys.modules")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.path.dirname(HERE)]))
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
