@@ -72,7 +72,7 @@ class _Loop:
     def step(self, frame):
         s = self.session
         rows = parse_rows(frame.msg.get("rows"))
-        n = integer(frame.msg, "total_tokens", "total_tokens")
+        n = integer(frame.msg, "total_tokens", "total_tokens", 0)
         inputs = [s.layer_inputs(frame, l, n) for l in range(s.L)]
         out = self.target.step(rows, inputs)
         if not isinstance(out, (list, tuple)) or len(out) != s.L:

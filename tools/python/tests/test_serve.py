@@ -180,6 +180,8 @@ def test_step_inputs_arrive_as_float32_and_rows_as_row_objects():
     tensors["v.0"] = (np.zeros((2, 2, 3), np.float32), "F32")  # the config says BF16
     a = session(Fake(), HELLO, setup_cmd(), (cmd, tensors))
     assert a[2].msg["error"]["field"] == "v.0" and "dtype F32" in a[2].msg["error"]["message"]
+    a = session(Fake(), HELLO, setup_cmd(), {"op": "step", "rows": [], "total_tokens": -1})
+    assert a[2].msg["error"] == {"field": "total_tokens", "message": "must be >= 0, got -1"}
     bad_row = dict(ROW, fresh=1)
     a = session(Fake(), HELLO, setup_cmd(), ({"op": "commit", "rows": [ROW, bad_row]}, {}))
     assert a[2].msg["error"]["field"] == "rows[1].fresh"
