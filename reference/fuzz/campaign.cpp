@@ -12,6 +12,7 @@
 
 #include "lifecycle.hpp"
 #include "replayssm/error.hpp"
+#include "replayssm/frame.hpp"
 #include "replayssm/safetensors.hpp"
 
 namespace replayssm::fuzz {
@@ -128,7 +129,11 @@ FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress) {
     rep.reproduce = "--seed " + std::to_string(opt.seed);
     const std::string dir = opt.dump_dir.empty() ? "." : opt.dump_dir;
     std::filesystem::create_directories(dir);
-    rep.dump_path = (std::filesystem::path(dir) / ("fuzz-failure-" + opt.target + "-" + std::to_string(opt.seed) +
+    // An exec: target's name is a command line (slashes, spaces): its file is named by the command's digest.
+    const std::string name = opt.target.rfind("exec:", 0) == 0
+                                 ? "exec-" + std::to_string(digest64(opt.target.data(), opt.target.size()))
+                                 : opt.target;
+    rep.dump_path = (std::filesystem::path(dir) / ("fuzz-failure-" + name + "-" + std::to_string(opt.seed) +
                                                    ".safetensors")).string();
     dump(rep.dump_path, opt, last_setup, last_seq, rep.reason);
   } else {

@@ -1,12 +1,17 @@
-"""pytest glue: parametrize a test over a fixture directory in a few lines.
+"""pytest glue: fixtures in a few lines, and lifecycle campaigns against an implementation in its own process.
 
-    from replayssm_kit.pytest_helper import fixture_params
+    from replayssm_kit.pytest_helper import fixture_params, fuzz_target
 
     @pytest.mark.parametrize("fx", fixture_params("path/to/fixtures", ops={"recurrent"}))
     def test_my_kernel(fx):
         fx.assert_passes(my_kernel_adapter)     # adapter(fx) -> {"out.o": ..., "out.state": ...}
 
-Each parameter is a lazily loaded Fixture; the test id is the fixture path relative to the directory.
+    @pytest.mark.parametrize("preset", ["tiny-gdn", "tiny-kda"])
+    def test_my_kernel_lifecycle(preset):
+        fuzz_target("python3 my_kernel_target.py", preset=preset)   # serves replayssm_kit.target.Target
+
+Each fixture parameter is a lazily loaded Fixture; the test id is the fixture path relative to the directory.
+fuzz_target runs `replayssm fuzz --target exec:...` (the CLI from $REPLAYSSM_CLI or PATH; skipped without it).
 """
 
 from __future__ import annotations
@@ -48,3 +53,98 @@ def fixture_params(root: str, ops=None, select=None):
         raise ValueError(f"no fixtures selected under {root!r} (ops={ops!r})")
     base = root if os.path.isdir(root) else os.path.dirname(root)
     return [pytest.param(LazyFixture(p), id=os.path.relpath(p, base)) for p in paths]
+
+
+# --- judging an implementation in its own process through `replayssm fuzz` ---------------------------------
+def find_cli():
+    """The replayssm CLI: $REPLAYSSM_CLI when set, else `replayssm` on PATH, else None."""
+    import shutil
+
+    given = os.environ.get("REPLAYSSM_CLI")
+    if given:
+        return shutil.which(given) or given  # a bare name is looked up on PATH
+    return shutil.which("replayssm")
+
+
+def _shrunk_commands(counterexample: str) -> str:
+    """The command lines of RapidCheck's shrunk counterexample (the block after the sequence's type line)."""
+    lines = counterexample.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("std::vector<") and line.rstrip().endswith(":"):
+            block = []
+            for cmd in lines[i + 1 :]:
+                if not cmd.strip():
+                    break
+                block.append(cmd)
+            return "\n".join(block)
+    return counterexample
+
+
+def fuzz_target(command, preset="tiny-gdn", cases=100, seed=1, layers=None, max_T=None, extra_args=(),
+                dump_dir=None, timeout=None):
+    """Judges the implementation that `command` starts (a shell command line, or an argv list) with
+    `replayssm fuzz --target exec:COMMAND` and returns the campaign reports (dicts of the --json output).
+
+    * No CLI ($REPLAYSSM_CLI, else `replayssm` on PATH): pytest.skip with the reason.
+    * A campaign the implementation's capabilities do not cover: pytest.skip with the reason (never a pass);
+      a campaign that ran but left something out (e.g. copies, without copy_slot) passes with a warning.
+    * A failing campaign: pytest.fail with the reason, the shrunk command sequence, the dump path and the
+      exact command line that replays the dump. Dumps go to dump_dir (default: a new temporary directory,
+      kept so the replay line keeps working).
+    """
+    import json
+    import shlex
+    import subprocess
+    import tempfile
+    import warnings
+
+    import pytest
+
+    cli = find_cli()
+    if not cli:
+        pytest.skip("replayssm CLI not found: set REPLAYSSM_CLI or put replayssm on PATH")
+    if not os.access(cli, os.X_OK):
+        pytest.fail(f"REPLAYSSM_CLI={cli!r} is not an executable file", pytrace=False)
+    target = "exec:" + (command if isinstance(command, str) else shlex.join(command))
+    dump_dir = dump_dir or tempfile.mkdtemp(prefix="replayssm-fuzz-")
+    os.makedirs(dump_dir, exist_ok=True)
+    report_path = os.path.join(dump_dir, f"report-{preset}-{seed}.json")
+    if os.path.exists(report_path):
+        os.unlink(report_path)
+    argv = [cli, "fuzz", "--target", target, "--preset", preset, "--cases", str(cases), "--seed", str(seed),
+            "--dump-dir", dump_dir, "--json", report_path]
+    argv += ["--layers", str(layers)] if layers is not None else []
+    argv += ["--max-T", str(max_T)] if max_T is not None else []
+    argv += [str(a) for a in extra_args]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"replayssm fuzz ran past {timeout} s: {shlex.join(argv)}", pytrace=False)
+    if not os.path.exists(report_path):
+        pytest.fail(f"replayssm fuzz did not run (exit status {proc.returncode}): {shlex.join(argv)}\n"
+                    f"{proc.stderr}{proc.stdout}", pytrace=False)
+    with open(report_path) as f:
+        campaigns = json.load(f)["campaigns"]
+    for c in campaigns:
+        if c.get("failed"):
+            replay = shlex.join([cli, "fuzz", "--replay", c["dump_path"], "--target", target]) if c.get(
+                "dump_path") else "(no dump was written)"
+            pytest.fail(
+                f"replayssm fuzz: {target} failed after {c['cases_passed']} passing cases (preset {preset}, "
+                f"seed {seed})\n"
+                f"reason: {c['reason']}\n"
+                f"shrunk command sequence:\n{_shrunk_commands(c.get('counterexample', ''))}\n"
+                f"dump: {c.get('dump_path') or '(none)'}\n"
+                f"replay: {replay}\n"
+                f"rerun: {shlex.join(argv)}", pytrace=False)
+    uncovered = [c for c in campaigns if not c.get("covered", True)]
+    if uncovered:
+        pytest.skip(f"not covered by {target} (preset {preset}): "
+                    + "; ".join(c.get("not_covered", "") for c in uncovered))
+    for c in campaigns:
+        if c.get("not_covered"):
+            warnings.warn(f"replayssm fuzz {preset}: passed, but not covered: {c['not_covered']}")
+    if proc.returncode != 0:
+        pytest.fail(f"replayssm fuzz exited with status {proc.returncode}: {shlex.join(argv)}\n{proc.stderr}",
+                    pytrace=False)
+    return campaigns

@@ -1,6 +1,7 @@
-"""Reading and writing safetensors files with NumPy, including BF16 (which NumPy has no type for).
+"""Reading and writing safetensors containers with NumPy, including BF16 (which NumPy has no type for).
 
-The container is described in docs/fixture-format.md, section 1. Reading keeps each tensor's stored dtype
+Files and in-memory bytes (the target protocol's frames, protocol.py) share one parser and one serializer:
+read_safetensors / write_safetensors are parse_safetensors / serialize_safetensors plus file I/O. The container is described in docs/fixture-format.md, section 1. Reading keeps each tensor's stored dtype
 name next to its values; BF16 values are widened exactly to float32. Writing follows the project's
 convention (metadata first, header padded with spaces to a multiple of 8 bytes, tensors by descending
 element size then name) so files written here look like the C++ writer's.
@@ -60,34 +61,46 @@ def read_safetensors(path: str):
     and the string map of __metadata__ (empty when absent)."""
     with open(path, "rb") as f:
         data = f.read()
+    return parse_safetensors(data, path)
+
+
+def parse_safetensors(data, origin: str = "safetensors"):
+    """The container in `data` (bytes-like) as read_safetensors returns it; errors start with `origin` (a file
+    path, or the protocol's frame name)."""
+    data = memoryview(data).cast("B")
     if len(data) < 8:
-        raise FormatError(f"{path}: shorter than 8 bytes")
+        raise FormatError(f"{origin}: shorter than 8 bytes")
     (n,) = struct.unpack("<Q", data[:8])
     if n > MAX_HEADER or 8 + n > len(data):
-        raise FormatError(f"{path}: header length {n} runs past the file")
+        raise FormatError(f"{origin}: header length {n} runs past the end ({len(data)} bytes)")
     try:
-        header = json.loads(data[8 : 8 + n].decode("utf-8"))
+        header = json.loads(bytes(data[8 : 8 + n]).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise FormatError(f"{path}: header is not JSON: {e}") from None
+        raise FormatError(f"{origin}: header is not JSON: {e}") from None
     if not isinstance(header, dict):
-        raise FormatError(f"{path}: header is not a JSON object")
-    body = memoryview(data)[8 + n :]
+        raise FormatError(f"{origin}: header is not a JSON object")
+    body = data[8 + n :]
     metadata = header.pop("__metadata__", {}) or {}
     if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
-        raise FormatError(f"{path}: __metadata__ must map strings to strings")
+        raise FormatError(f"{origin}: __metadata__ must map strings to strings")
     tensors, dtypes, spans = {}, {}, []
     for name, entry in header.items():
         if not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "data_offsets"}:
-            raise FormatError(f"{path}: tensor '{name}' entry must have exactly dtype, shape, data_offsets")
+            raise FormatError(f"{origin}: tensor '{name}' entry must have exactly dtype, shape, data_offsets")
         dt = entry["dtype"]
         if dt not in _STORED:
-            raise FormatError(f"{path}: tensor '{name}' has unsupported dtype {dt}")
-        shape = tuple(int(d) for d in entry["shape"])
-        begin, end = (int(x) for x in entry["data_offsets"])
+            raise FormatError(f"{origin}: tensor '{name}' has unsupported dtype {dt}")
+        try:
+            shape = tuple(int(d) for d in entry["shape"])
+            begin, end = (int(x) for x in entry["data_offsets"])
+        except (TypeError, ValueError):
+            raise FormatError(f"{origin}: tensor '{name}' shape and data_offsets must be lists of integers") from None
+        if any(d < 0 for d in shape):
+            raise FormatError(f"{origin}: tensor '{name}' has a negative dimension in {list(shape)}")
         stored, size = _STORED[dt]
         count = int(np.prod(shape, dtype=np.int64)) if shape else 1
         if end - begin != count * size or begin < 0 or end > len(body):
-            raise FormatError(f"{path}: tensor '{name}' data_offsets do not match its shape")
+            raise FormatError(f"{origin}: tensor '{name}' data_offsets do not match its shape")
         spans.append((begin, end, name))
         arr = np.frombuffer(body[begin:end], dtype=stored).reshape(shape)
         if dt == "BF16":
@@ -99,10 +112,10 @@ def read_safetensors(path: str):
     pos = 0
     for begin, end, name in sorted(spans):
         if begin != pos:
-            raise FormatError(f"{path}: tensor '{name}' leaves a gap or overlaps (offset {begin}, expected {pos})")
+            raise FormatError(f"{origin}: tensor '{name}' leaves a gap or overlaps (offset {begin}, expected {pos})")
         pos = end
     if pos != len(body):
-        raise FormatError(f"{path}: {len(body) - pos} trailing bytes after the last tensor")
+        raise FormatError(f"{origin}: {len(body) - pos} trailing bytes after the last tensor")
     return tensors, dtypes, metadata
 
 
@@ -118,9 +131,9 @@ def _as_stored(name: str, value, dtype: str) -> np.ndarray:
     return np.array(arr, dtype=stored, order="C")  # keeps 0-d scalars 0-d (np.ascontiguousarray would not)
 
 
-def write_safetensors(path: str, tensors: dict, metadata: dict | None = None) -> None:
-    """Writes tensors (name -> (array, dtype name)) atomically. A BF16 array may be float (rounded to
-    nearest even) or uint16 raw bit patterns."""
+def serialize_safetensors(tensors: dict, metadata: dict | None = None) -> bytes:
+    """The container bytes of tensors (name -> (array, dtype name)) and metadata. A BF16 array may be float
+    (rounded to nearest even) or uint16 raw bit patterns."""
     prepared = {}
     for name, (value, dtype) in tensors.items():
         if dtype not in _STORED:
@@ -137,14 +150,17 @@ def write_safetensors(path: str, tensors: dict, metadata: dict | None = None) ->
         offset += arr.nbytes
     text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     text += b" " * ((8 - len(text) % 8) % 8)
+    return b"".join([struct.pack("<Q", len(text)), text] + [prepared[name][0].tobytes() for name in order])
+
+
+def write_safetensors(path: str, tensors: dict, metadata: dict | None = None) -> None:
+    """Writes serialize_safetensors(tensors, metadata) to path atomically (a temporary file, then a rename)."""
+    data = serialize_safetensors(tensors, metadata)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(struct.pack("<Q", len(text)))
-            f.write(text)
-            for name in order:
-                f.write(prepared[name][0].tobytes())
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -1,5 +1,7 @@
 """The kit's safetensors reader agrees with the safetensors package and round-trips BF16 bit patterns."""
+import json
 import os
+import struct
 
 import numpy as np
 import pytest
@@ -49,3 +51,26 @@ def test_truncated_file_is_refused(tmp_path):
     path.write_bytes(data[:-3])
     with pytest.raises(FormatError):
         read_safetensors(str(path))
+
+
+def test_bytes_and_files_share_one_parser(tmp_path):
+    from replayssm_kit.safetensors_io import parse_safetensors, serialize_safetensors
+
+    with open(GOLDEN, "rb") as f:
+        data = f.read()
+    from_file = read_safetensors(GOLDEN)
+    from_bytes = parse_safetensors(data, "golden")
+    assert from_bytes[1] == from_file[1] and from_bytes[2] == from_file[2]
+    for name, arr in from_file[0].items():
+        assert np.array_equal(arr, from_bytes[0][name], equal_nan=True), name
+    # Serializing what was read gives the same bytes as writing the file (one serializer).
+    tensors = {k: (v, from_file[1][k]) for k, v in from_file[0].items()}
+    path = str(tmp_path / "again.safetensors")
+    write_safetensors(path, tensors, from_file[2])
+    with open(path, "rb") as f:
+        assert f.read() == serialize_safetensors(tensors, from_file[2])
+    with pytest.raises(FormatError, match="^frame: "):
+        parse_safetensors(data[:-3], "frame")
+    header = json.dumps({"x": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}}).encode()
+    with pytest.raises(FormatError, match="negative dimension"):
+        parse_safetensors(struct.pack("<Q", len(header)) + header + bytes(8), "frame")

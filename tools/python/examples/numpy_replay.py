@@ -1,0 +1,168 @@
+"""A ReplaySSM raw-payload target in NumPy (design 1 of docs/math.md), judged through the target protocol:
+
+    replayssm fuzz --target exec:'python3 tools/python/examples/numpy_replay.py' --preset tiny-gdn
+
+* step: verify every real row from its checkpoint in float32 (outputs only, no state stored) and capture
+  each window token's raw k, v, a, b into a payload; prefill rows are committed at once (fresh ones start
+  from a zero state); PAD rows read and write no state and output zeros.
+* commit: replay the first n payload tokens of each verify row from the checkpoint and store the state,
+  rounded once to the state dtype; n = 0 writes nothing.
+
+GDN and KDA, both gate forms, both l2norm forms, both layouts, F32/BF16 activations and states, GVA.
+
+`--fault off_by_one_accepted` seeds a bookkeeping bug (the commit replays n - 1 tokens) that a campaign
+must catch: replayssm fuzz --target exec:'python3 .../numpy_replay.py --fault off_by_one_accepted' ...
+(two more, pad_row_writes_slot0 and writes_gap, are caught only through `pool`: see FAULTS).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # tools/python: the replayssm_kit next to this example
+sys.path.insert(0, HERE)
+
+from replay_math import Recurrence, round_bf16  # noqa: E402
+from replayssm_kit.target import Target, TargetError, serve  # noqa: E402
+
+# Seeded bugs, each visible to a different check of the judge: the committed states (off_by_one_accepted),
+# the untouched-slot check through `pool` (pad_row_writes_slot0: a PAD row's index -1 aliasing slot 0) and the
+# gaps through `pool` (writes_gap: a commit spills one element past the slot's state).
+FAULTS = ("off_by_one_accepted", "pad_row_writes_slot0", "writes_gap")
+
+
+class NumpyReplay(Target):
+    def __init__(self, fault: str | None = None):
+        if fault is not None and fault not in FAULTS:
+            raise ValueError(f"unknown fault {fault!r} (known: {', '.join(FAULTS)})")
+        self.fault = fault
+
+    def capabilities(self) -> dict:
+        return {"name": "numpy-replay" + (f"+{self.fault}" if self.fault else ""), "tier": "fp32",
+                "bit_exact": False, "pad_outputs_zero": True, "design": "replay", "copy_slot": True,
+                "l2norms": ["rsqrt_mul", "div_sqrt"], "kda_gates": ["softplus", "lower_bound_sigmoid"]}
+
+    def setup(self, setup: dict, params: list) -> None:
+        cfg = setup["config"]
+        self.math = Recurrence(cfg)
+        self.params = params
+        self.L, self.S, self.max_T = cfg["num_layers"], setup["num_slots"], setup["max_T"]
+        self.E = cfg["HV"] * cfg["K"] * cfg["V"]
+        self.stride = setup["slot_stride"] or self.E
+        self.kv = cfg["layout"] == "kv"
+        self.bf16_state = cfg["state_dtype"] == "BF16"
+        self.shape = (cfg["HV"], cfg["K"], cfg["V"]) if self.kv else (cfg["HV"], cfg["V"], cfg["K"])
+        self.pools = [np.full((self.S, self.stride), setup["poison"], dtype=np.float32) for _ in range(self.L)]
+        self.last = None  # (rows, payload[layer][row] = (k, v, a, b) of the window) of the uncommitted step
+
+    # --- slots: a head is [K, V] (kv) or [V, K] (vk) in the pool; the math works on [K, V] --------------------
+    def _get(self, l: int, slot: int) -> np.ndarray:
+        s = self.pools[l][slot, : self.E].reshape(self.shape)
+        return np.array(s if self.kv else s.transpose(0, 2, 1), dtype=np.float32, order="C")
+
+    def _put(self, l: int, slot: int, S: np.ndarray) -> None:
+        if self.bf16_state:
+            S = round_bf16(S)  # the one rounding of a commit
+        self.pools[l][slot, : self.E] = (S if self.kv else S.transpose(0, 2, 1)).reshape(-1)
+        if self.fault == "writes_gap" and self.stride > self.E:
+            self.pools[l][slot, self.E] = 0.0
+
+    def _replay(self, l: int, slot: int, write_slot: int, captured, n: int) -> None:
+        S = self._get(l, slot)
+        k, v, a, b = captured
+        for t in range(n):
+            self.math.token(S, self.params[l], k[t], v[t], a[t], b[t])
+        self._put(l, write_slot, S)
+
+    def _check(self, rows: list, n_tokens: int) -> None:
+        for i, r in enumerate(rows):
+            if not -1 <= r.slot < self.S:
+                raise TargetError(f"rows[{i}].slot", f"is {r.slot}, outside [-1, {self.S})")
+            if not -1 <= r.write_slot < self.S:
+                raise TargetError(f"rows[{i}].write_slot", f"is {r.write_slot}, outside [-1, {self.S})")
+            if not (0 if r.is_pad else 1) <= r.T <= self.max_T:
+                raise TargetError(f"rows[{i}].T", f"is {r.T}, outside [1, {self.max_T}]")
+            if r.token_offset + r.T > n_tokens:
+                raise TargetError(f"rows[{i}].token_offset", f"window [{r.token_offset}, {r.token_offset + r.T}) "
+                                                             f"runs past the {n_tokens} tokens")
+
+    # --- the protocol's commands ---------------------------------------------------------------------------
+    def step(self, rows: list, inputs: list) -> list:
+        n_tokens = inputs[0]["q"].shape[0]
+        self._check(rows, n_tokens)
+        for r in rows:
+            if not r.is_pad and r.is_prefill and r.fresh:
+                for l in range(self.L):
+                    self._put(l, r.slot, np.zeros(self.shape, dtype=np.float32))
+        outputs, payload = [], []
+        for l, x in enumerate(inputs):
+            o = np.zeros(x["v"].shape, dtype=np.float32)  # PAD windows stay zero
+            captured = []
+            for r in rows:
+                w = slice(r.token_offset, r.token_offset + r.T)
+                pad_aliases = self.fault == "pad_row_writes_slot0"
+                captured.append(tuple(x[name][w].copy() for name in ("k", "v", "a", "b"))
+                                if pad_aliases or not r.is_pad else None)
+                if r.is_pad:
+                    continue
+                S = self._get(l, r.slot)
+                for t in range(r.token_offset, r.token_offset + r.T):
+                    o[t] = self.math.token(S, self.params[l], x["k"][t], x["v"][t], x["a"][t], x["b"][t], x["q"][t])
+            outputs.append(o)
+            payload.append(captured)
+        if self.fault == "pad_row_writes_slot0":
+            for l in range(self.L):
+                for i, r in enumerate(rows):
+                    if r.is_pad and r.T > 0:
+                        self._replay(l, 0, 0, payload[l][i], r.T)
+        for l in range(self.L):  # prefill chunks are committed by the step itself
+            for i, r in enumerate(rows):
+                if r.is_prefill and not r.is_pad and r.write_slot != -1 and r.T > 0:
+                    self._replay(l, r.slot, r.write_slot, payload[l][i], r.T)
+        self.last = (rows, payload)
+        return outputs
+
+    def commit(self, rows: list) -> None:
+        if self.last is None:
+            raise TargetError("rows", "commit without an uncommitted step")
+        stepped, payload = self.last
+        if [(r.slot, r.T) for r in rows] != [(r.slot, r.T) for r in stepped]:
+            raise TargetError("rows", "are not the last step's rows")
+        for i, r in enumerate(rows):
+            if not r.is_pad and not r.is_prefill and not 0 <= r.accepted <= r.T:
+                raise TargetError(f"rows[{i}].accepted", f"is {r.accepted}, outside [0, {r.T}]")
+        self.last = None
+        for i, r in enumerate(rows):
+            if r.is_pad or r.is_prefill or r.write_slot == -1:
+                continue
+            n = r.accepted - 1 if self.fault == "off_by_one_accepted" and r.accepted >= 1 else r.accepted
+            if n == 0:
+                continue  # nothing committed: the slot's bytes stay as they are
+            for l in range(self.L):
+                self._replay(l, r.slot, r.write_slot, payload[l][i], n)
+
+    def copy_slot(self, src: int, dst: int) -> None:
+        for pool in self.pools:
+            pool[dst, : self.E] = pool[src, : self.E]
+
+    def committed_state(self, layer: int, slot: int) -> np.ndarray:
+        return self.pools[layer][slot, : self.E].reshape(self.shape)
+
+    def pool(self, layer: int) -> np.ndarray:
+        return self.pools[layer]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fault", choices=FAULTS, default=None, help="seed one bookkeeping bug")
+    args = ap.parse_args(argv)
+    return serve(NumpyReplay(args.fault))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

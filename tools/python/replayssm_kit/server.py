@@ -1,0 +1,209 @@
+"""The request loop behind replayssm_kit.target.serve(): one answer frame per command frame.
+
+Fields named in error answers are paths inside the command ("rows[2].slot", "setup.config.K", "known[3]")
+or tensor names ("q.0", "o.1"); the judge reports them as target.<command>.<field>.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import traceback
+
+import numpy as np
+
+from .convert import ConversionError, to_wire
+from .protocol import (PROTOCOL_NAME, VERSION, ProtocolError, digest64, digest_rows, hex64, parse_hex64,
+                       read_frame, write_frame)
+from .session import Session, integer, parse_rows
+from .target import Target, TargetError
+
+
+COMMANDS = ("hello", "setup", "allocate", "step", "commit", "copy_slot", "committed_state", "pool", "shutdown")
+
+
+class _Refused(TargetError):
+    """The judge speaks a protocol this kit does not: answered, then the loop ends."""
+
+
+def _error(field: str, message: str) -> dict:
+    return {"ok": False, "error": {"field": field, "message": message}}
+
+
+class _Loop:
+    def __init__(self, target: Target, out):
+        self.target = target
+        self.out = out
+        self.greeted = False
+        self.session = None
+
+    # --- commands ------------------------------------------------------------------------------------------
+    def hello(self, frame):
+        msg = frame.msg
+        if msg.get("protocol") != PROTOCOL_NAME:
+            raise _Refused("protocol", f"is {msg.get('protocol')!r}, this kit speaks {PROTOCOL_NAME!r}")
+        v = msg.get("version")
+        if not (isinstance(v, list) and len(v) == 2 and all(type(x) is int for x in v)):
+            raise _Refused("version", f"must be [major, minor], got {v!r}")
+        if v[0] != VERSION[0]:
+            raise _Refused("version", f"protocol major version {v[0]} is not supported (this kit speaks "
+                                      f"{VERSION[0]}.{VERSION[1]})")
+        caps = dict(self.target.capabilities() or {})
+        copies = type(self.target).copy_slot is not Target.copy_slot
+        if caps.get("copy_slot", copies) and not copies:
+            raise TargetError("capabilities.copy_slot", "is claimed but the target does not override copy_slot")
+        caps.setdefault("copy_slot", copies)
+        self.greeted = True
+        return {"protocol": PROTOCOL_NAME, "version": list(VERSION), "capabilities": caps}, None
+
+    def setup(self, frame):
+        self.session = None  # a failed setup leaves no case behind
+        session = Session.parse(frame.msg.get("setup"), frame.msg.get("poison_bits"))
+        params = [session.layer_params(frame, l) for l in range(session.L)]
+        self.target.setup(session.setup_for_target(), params)
+        self.session = session
+        return {}, None
+
+    def allocate(self, frame):
+        self.target.allocate(self._slot(frame.msg, "slot"))
+        return {}, None
+
+    def step(self, frame):
+        s = self.session
+        rows = parse_rows(frame.msg.get("rows"))
+        n = integer(frame.msg, "total_tokens", "total_tokens", 0)
+        inputs = [s.layer_inputs(frame, l, n) for l in range(s.L)]
+        out = self.target.step(rows, inputs)
+        if not isinstance(out, (list, tuple)) or len(out) != s.L:
+            raise TargetError("o", f"step must return one output per layer ({s.L}), got "
+                                   f"{len(out) if isinstance(out, (list, tuple)) else type(out).__name__}")
+        tensors = {f"o.{l}": (to_wire(o, s.act, (n, s.HV, s.V), f"o.{l}"), s.act) for l, o in enumerate(out)}
+        return {}, tensors
+
+    def commit(self, frame):
+        self.target.commit(parse_rows(frame.msg.get("rows")))
+        return {}, None
+
+    def copy_slot(self, frame):
+        self.target.copy_slot(self._slot(frame.msg, "src"), self._slot(frame.msg, "dst"))
+        return {}, None
+
+    def committed_state(self, frame):
+        s, msg = self.session, frame.msg
+        layer, slot = self._layer(msg), self._slot(msg, "slot")
+        wire = to_wire(self.target.committed_state(layer, slot), s.state, s.state_shape, "state")
+        d = digest64(wire)
+        known = msg.get("known")
+        if known is not None and parse_hex64(known, "known") == d:
+            return {"digest": hex64(d)}, None
+        return {"digest": hex64(d)}, {"state": (wire, s.state)}
+
+    def pool(self, frame):
+        s, msg = self.session, frame.msg
+        layer = self._layer(msg)
+        known = msg.get("known")
+        if not isinstance(known, list) or len(known) != 2 * s.S:
+            raise TargetError("known", f"must list 2 digests per slot ({2 * s.S})")
+        known = [parse_hex64(k, f"known[{i}]") for i, k in enumerate(known)]
+        wire = to_wire(self.target.pool(layer), s.state, (s.S, s.stride), "values")
+        raw = wire.view(np.uint8).reshape(s.S, -1)
+        split = s.E * wire.itemsize
+        state_d, gap_d = digest_rows(raw[:, :split]), digest_rows(raw[:, split:])
+        digests, slots = [], []
+        for i in range(s.S):
+            digests += [hex64(state_d[i]), hex64(gap_d[i])]
+            if int(state_d[i]) != known[2 * i] or int(gap_d[i]) != known[2 * i + 1]:
+                slots.append(i)
+        tensors = {"values": (wire[slots], s.state)} if slots else None
+        return {"digests": digests, "slots": slots}, tensors
+
+    def shutdown(self, frame):
+        return {}, None
+
+    # --- helpers ------------------------------------------------------------------------------------------
+    def _slot(self, msg, key):
+        x = integer(msg, key, key)
+        if not 0 <= x < self.session.S:
+            raise TargetError(key, f"is {x}, outside [0, {self.session.S})")
+        return x
+
+    def _layer(self, msg):
+        x = integer(msg, "layer", "layer")
+        if not 0 <= x < self.session.L:
+            raise TargetError("layer", f"is {x}, outside [0, {self.session.L})")
+        return x
+
+    def answer(self, frame):
+        """(message, tensors, exit status or None to go on) for one command."""
+        op = frame.msg.get("op")
+        handler = getattr(self, op) if op in COMMANDS else None
+        if handler is None:
+            return _error("op", f"unknown command {op!r}"), None, None
+        if op != "hello" and not self.greeted:
+            return _error("op", f"'{op}' before a successful 'hello'"), None, None
+        if op not in ("hello", "setup", "shutdown") and self.session is None:
+            return _error("op", f"'{op}' before a successful 'setup'"), None, None
+        try:
+            fields, tensors = handler(frame)
+            return {"ok": True, **fields}, tensors, 0 if op == "shutdown" else None
+        except _Refused as e:
+            return _error(e.field, e.message), None, 1
+        except (TargetError, ConversionError, ProtocolError) as e:
+            return _error(e.field, e.message), None, None
+        except NotImplementedError as e:
+            return _error("", f"'{op}' is not implemented by the target ({e})"), None, None
+        except Exception as e:  # the target's own bug: a verdict, and the traceback for its author
+            traceback.print_exc(file=sys.stderr)
+            return _error("", f"{type(e).__name__}: {e}"), None, None
+
+    def run(self, stdin) -> int:
+        while True:
+            try:
+                frame = read_frame(stdin, origin="command")
+            except ProtocolError as e:
+                print(f"replayssm_kit.serve: unreadable command frame: {e}", file=sys.stderr)
+                return 2
+            if frame is None:
+                return 0
+            msg, tensors, status = self.answer(frame)
+            try:
+                write_frame(self.out, msg, tensors)
+            except BrokenPipeError:
+                if frame.msg.get("op") == "shutdown":
+                    return 0  # the judge does not wait for the shutdown answer
+                raise
+            if status is not None:
+                return status
+
+
+@contextlib.contextmanager
+def _frames_only(stdout):
+    """The stream frames go to (stdout, default sys.stdout.buffer). Python-level prints go to stderr while
+    serving; when the frames go to file descriptor 1, that descriptor itself is pointed at stderr (so native
+    libraries' writes cannot corrupt the stream either) and restored afterwards."""
+    stream = stdout if stdout is not None else sys.stdout.buffer
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        fd = None
+    with contextlib.redirect_stdout(sys.stderr):
+        if fd != 1:
+            yield stream
+            return
+        stream.flush()
+        frames_fd = os.dup(1)
+        os.dup2(sys.stderr.fileno(), 1)
+        out = os.fdopen(frames_fd, "wb")
+        try:
+            yield out
+        finally:
+            out.flush()
+            os.dup2(frames_fd, 1)
+            out.close()
+
+
+def run(target: Target, stdin=None, stdout=None) -> int:
+    stdin = stdin if stdin is not None else sys.stdin.buffer
+    with _frames_only(stdout) as out:
+        return _Loop(target, out).run(stdin)

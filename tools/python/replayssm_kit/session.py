@@ -1,0 +1,118 @@
+"""What a `setup` command fixes for the rest of a case (sizes and dtypes), and the parsing of the commands'
+fields into Python values. Errors are TargetError naming the field inside the command."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .target import Row, TargetError
+
+DTYPES = ("F32", "BF16")
+
+
+def integer(obj: dict, key: str, field: str, minimum: int | None = None) -> int:
+    """obj[key] as an int (JSON integers only: true/false and 2.0 are refused)."""
+    if not isinstance(obj, dict) or key not in obj:
+        raise TargetError(field, "is missing")
+    x = obj[key]
+    if type(x) is not int:
+        raise TargetError(field, f"must be an integer, got {x!r}")
+    if minimum is not None and x < minimum:
+        raise TargetError(field, f"must be >= {minimum}, got {x}")
+    return x
+
+
+def parse_rows(rows) -> list:
+    """The `rows` of a step or commit as Row objects."""
+    if not isinstance(rows, list):
+        raise TargetError("rows", "must be an array of rows")
+    out = []
+    for i, r in enumerate(rows):
+        f = f"rows[{i}]"
+        if not isinstance(r, dict):
+            raise TargetError(f, "must be an object")
+        kind, fresh = r.get("kind"), r.get("fresh")
+        if kind not in ("verify", "prefill"):
+            raise TargetError(f + ".kind", f"must be 'verify' or 'prefill', got {kind!r}")
+        if type(fresh) is not bool:
+            raise TargetError(f + ".fresh", f"must be true or false, got {fresh!r}")
+        out.append(Row(slot=integer(r, "slot", f + ".slot", -1), write_slot=integer(r, "write_slot", f + ".write_slot", -1),
+                       T=integer(r, "T", f + ".T", 0), token_offset=integer(r, "token_offset", f + ".token_offset", 0),
+                       accepted=integer(r, "accepted", f + ".accepted", 0), kind=kind, fresh=fresh))
+    return out
+
+
+def _tensor(frame, name: str, dtype: str, shape: tuple) -> np.ndarray:
+    if name not in frame.tensors:
+        raise TargetError(name, "is missing from the command")
+    if frame.dtypes[name] != dtype:
+        raise TargetError(name, f"has dtype {frame.dtypes[name]}, expected {dtype}")
+    arr = frame.tensors[name]
+    if tuple(arr.shape) != tuple(shape):
+        raise TargetError(name, f"has shape {list(arr.shape)}, expected {list(shape)}")
+    return np.ascontiguousarray(arr, dtype=np.float32)  # BF16 arrives widened exactly to float32
+
+
+class Session:
+    """Sizes and dtypes of one case: L layers, S slots, stride, E = HV*K*V, act and state dtypes."""
+
+    @staticmethod
+    def parse(setup, poison_bits) -> "Session":
+        if not isinstance(setup, dict):
+            raise TargetError("setup", "must be an object")
+        cfg = setup.get("config")
+        if not isinstance(cfg, dict):
+            raise TargetError("setup.config", "must be an object")
+        s = Session()
+        s.setup = setup
+        c = "setup.config."
+        s.H, s.HV, s.K, s.V = (integer(cfg, k, c + k, 1) for k in ("H", "HV", "K", "V"))
+        s.L = integer(cfg, "num_layers", c + "num_layers", 1)
+        s.op = cfg.get("op", "gdn")
+        if s.op not in ("gdn", "kda"):
+            raise TargetError(c + "op", f"must be 'gdn' or 'kda', got {s.op!r}")
+        s.act, s.state = cfg.get("act_dtype", "BF16"), cfg.get("state_dtype", "F32")
+        for key, value in (("act_dtype", s.act), ("state_dtype", s.state)):
+            if value not in DTYPES:
+                raise TargetError(c + key, f"must be F32 or BF16, got {value!r}")
+        s.layout = cfg.get("layout", "vk")
+        if s.layout not in ("kv", "vk"):
+            raise TargetError(c + "layout", f"must be 'kv' or 'vk', got {s.layout!r}")
+        if s.HV % s.H:
+            raise TargetError(c + "HV", f"{s.HV} is not a multiple of H = {s.H}")
+        s.a_width = 1 if s.op == "gdn" else s.K
+        s.E = s.HV * s.K * s.V
+        s.S = integer(setup, "num_slots", "setup.num_slots", 1)
+        stride = integer(setup, "slot_stride", "setup.slot_stride", 0)
+        if 0 < stride < s.E:
+            raise TargetError("setup.slot_stride", f"is {stride}, less than HV*K*V = {s.E}")
+        s.stride = stride or s.E
+        if not isinstance(poison_bits, str):
+            raise TargetError("poison_bits", f"must be a hexadecimal string, got {poison_bits!r}")
+        try:
+            bits = int(poison_bits, 16)
+        except ValueError:
+            raise TargetError("poison_bits", f"{poison_bits!r} is not hexadecimal") from None
+        if not 0 <= bits < 1 << 32:
+            raise TargetError("poison_bits", f"{poison_bits!r} is not 32 bits")
+        s.poison_bits = poison_bits
+        s.poison = np.array([bits], dtype=np.uint32).view(np.float32)[0]
+        return s
+
+    @property
+    def state_shape(self) -> tuple:
+        return (self.HV, self.K, self.V) if self.layout == "kv" else (self.HV, self.V, self.K)
+
+    def setup_for_target(self) -> dict:
+        d = dict(self.setup)
+        d["poison_bits"], d["poison"] = self.poison_bits, self.poison
+        return d
+
+    def layer_params(self, frame, l: int) -> tuple:
+        return (_tensor(frame, f"A_log.{l}", "F32", (self.HV,)),
+                _tensor(frame, f"dt_bias.{l}", "F32", (self.HV, self.a_width)))
+
+    def layer_inputs(self, frame, l: int, n: int) -> dict:
+        shapes = {"q": (n, self.H, self.K), "k": (n, self.H, self.K), "v": (n, self.HV, self.V),
+                  "a": (n, self.HV, self.a_width), "b": (n, self.HV)}
+        return {name: _tensor(frame, f"{name}.{l}", self.act, shape) for name, shape in shapes.items()}

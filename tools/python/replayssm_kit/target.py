@@ -1,0 +1,146 @@
+"""The implementation side of the target protocol: subclass `Target`, call `serve()`.
+
+    from replayssm_kit.target import Target, TargetError, serve
+
+    class MyKernel(Target):
+        def capabilities(self): return {"name": "my-kernel", "tier": "tf32", "design": "replay"}
+        def setup(self, setup, params): ...
+        def step(self, rows, inputs): ...     # -> one o array per layer
+        def commit(self, rows): ...
+        def committed_state(self, layer, slot): ...
+        def pool(self, layer): ...
+
+    if __name__ == "__main__":
+        raise SystemExit(serve(MyKernel()))
+
+and judge it: `replayssm fuzz --target exec:'python3 my_kernel.py' --preset tiny-gdn`.
+
+The methods mirror the protocol's commands (docs/target-protocol.md) and the judge's Target interface
+(reference/include/replayssm/reference/target.hpp). serve() does the rest: frames, the version check,
+BF16 inputs as float32 arrays, answers converted to the protocol's dtypes (replayssm_kit.convert), the
+digests behind `pool` and `committed_state` (only what changed crosses the pipe), and exceptions turned
+into error answers. Notation: L layers, N packed tokens of a step, S slots, E = HV*K*V, stride >= E;
+act = config["act_dtype"], state = config["state_dtype"] ("F32" or "BF16").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PAD_SLOT = -1
+
+
+class TargetError(Exception):
+    """Raise it to refuse a command: serve() answers {"ok": false, "error": {"field", "message"}} and keeps
+    serving. `field` names what is refused ("rows[2].slot", "setup.config.K"); the judge reports it as
+    target.<command>.<field>. Any other exception is answered the same way with an empty field."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}" if field else message)
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of a step's batch (docs/target-protocol.md, "Rows of a step").
+
+    slot          checkpoint read (and, in place, written); PAD_SLOT (-1) for a PAD row, which reads and
+                  writes no state at all;
+    write_slot    where the commit writes (== slot in place; -1: no write);
+    T, token_offset  the row's window in the packed tokens: [token_offset, token_offset + T);
+    kind          "verify" (committed later by commit() with `accepted`) or "prefill" (the whole window is
+                  committed by the step itself, from a zero state when `fresh`);
+    accepted      in commit(): n in [0, T] for verify rows (0 commits nothing and leaves the slot's bytes
+                  unchanged); in step(): T for prefill rows, 0 for verify rows (not known yet).
+    """
+
+    slot: int
+    write_slot: int
+    T: int
+    token_offset: int
+    accepted: int
+    kind: str
+    fresh: bool
+
+    @property
+    def is_pad(self) -> bool:
+        return self.slot == PAD_SLOT
+
+    @property
+    def is_prefill(self) -> bool:
+        return self.kind == "prefill"
+
+
+class Target:
+    """An implementation of the state side of a hybrid model, as the judge drives it. Override setup, step,
+    commit, committed_state and pool; copy_slot when the implementation can copy (else the kit declares
+    copy_slot = false and campaigns report copies as not covered); allocate when slots carry bookkeeping.
+
+    Arrays may be NumPy arrays or torch tensors on any device. Returned floating values are converted to
+    the protocol's dtype: exact when representable, else rounded to nearest even once, which is what a
+    kernel's bf16 store does (replayssm_kit.convert).
+    """
+
+    def capabilities(self) -> dict:
+        """The hello answer's capabilities (docs/target-protocol.md, "Capabilities"): name, ops, act_dtypes,
+        state_dtypes, layouts, l2norms, kda_gates, round_beta_to_act, gva_ratios, K, V, max_T, max_layers,
+        copy_slot, bit_exact, tier, pad_outputs_zero, design, fixture_ops. Missing keys take the protocol's
+        defaults; the generator produces only what is covered."""
+        return {}
+
+    def setup(self, setup: dict, params: list) -> None:
+        """Discard everything of earlier cases and start a new one.
+
+        setup:  the judge's engine setup: config (as in fixtures: op, H, HV, K, V, num_layers, l2norm, l2_eps,
+                q_scale, round_beta_to_act, kda_gate, lower_bound, act_dtype, state_dtype, layout), num_slots,
+                slot_stride (0 means E), max_T, ring_B, ring_T, recon, ring_record_dtype, page_tokens; the kit
+                adds "poison_bits" (hex of the F32 bits every pool element starts with, a NaN) and "poison"
+                (that value as a NumPy float32).
+        params: one (A_log, dt_bias) pair per layer: float32 [HV] and float32 [HV, a_width] (a_width = 1 for
+                GDN, K for KDA).
+        Every layer has its own pool of S slots of `stride` elements, all starting as the poison value.
+        """
+        raise NotImplementedError("setup")
+
+    def allocate(self, slot: int) -> None:
+        """A slot is (re)allocated to a request: reset per-slot bookkeeping (ring cursors). Pool data stays.
+        Nothing to do for an implementation without per-slot bookkeeping."""
+
+    def step(self, rows: list, inputs: list) -> list:
+        """One mixed step on every layer.
+
+        rows:   list of Row, in batch order.
+        inputs: per layer a dict of float32 arrays (act values, BF16 widened exactly): q, k [N, H, K];
+                v [N, HV, V]; a [N, HV, a_width]; b [N, HV].
+        Returns per layer o [N, HV, V] (or flat), values as the kernel stores them (act dtype); PAD rows'
+        outputs are don't-care unless capabilities claim pad_outputs_zero. Prefill rows are committed here.
+        """
+        raise NotImplementedError("step")
+
+    def commit(self, rows: list) -> None:
+        """Commits the last step's verify rows with rows[i].accepted tokens (prefill and PAD rows: nothing)."""
+        raise NotImplementedError("commit")
+
+    def copy_slot(self, src: int, dst: int) -> None:
+        """Copies slot src's whole per-slot state (every layer) to slot dst; the gap is never written."""
+        raise NotImplementedError("copy_slot")
+
+    def committed_state(self, layer: int, slot: int):
+        """The state a request in `slot` has committed, in the state dtype's values: [HV, K, V] (layout
+        "kv") or [HV, V, K] (layout "vk"), or flat [E]."""
+        raise NotImplementedError("committed_state")
+
+    def pool(self, layer: int):
+        """Raw pool storage of one layer, gaps included: [S, stride] or flat [S * stride], state values."""
+        raise NotImplementedError("pool")
+
+
+def serve(target: Target, stdin=None, stdout=None) -> int:
+    """Serves `target` over the protocol until shutdown or the end of input; returns the exit status (0 after
+    shutdown or a clean end of input, 1 after refusing the judge's protocol version, 2 for an unreadable
+    frame). Defaults: sys.stdin.buffer and sys.stdout.buffer; while serving, nothing but frames reaches the
+    real stdout (prints, and writes to file descriptor 1, go to stderr)."""
+    from .server import run
+
+    return run(target, stdin, stdout)

@@ -1,0 +1,86 @@
+"""End to end through the C++ judge: `replayssm fuzz --target exec:...` against the NumPy example target (passes)
+and its seeded faults (caught, shrunk, dumped, replayed). Skips when the CLI is absent: $REPLAYSSM_CLI, else
+`replayssm` on PATH, else this checkout's build/tools/replayssm."""
+import os
+import shlex
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import HERE, REPO
+from replayssm_kit.pytest_helper import find_cli, fuzz_target
+
+EXAMPLE = os.path.join(os.path.dirname(HERE), "examples", "numpy_replay.py")
+COMMAND = f"{shlex.quote(sys.executable)} {shlex.quote(EXAMPLE)}"
+
+
+@pytest.fixture
+def cli(monkeypatch):
+    built = os.path.join(REPO, "build", "tools", "replayssm")
+    if not os.environ.get("REPLAYSSM_CLI") and not find_cli() and os.access(built, os.X_OK):
+        monkeypatch.setenv("REPLAYSSM_CLI", built)
+    path = find_cli()
+    if not path:
+        pytest.skip("replayssm CLI not found: set REPLAYSSM_CLI, put replayssm on PATH or build this checkout")
+    return path
+
+
+@pytest.mark.parametrize("preset", ["tiny-gdn", "tiny-kda", "small-gva3", "small-kv-neq"])
+def test_the_example_passes_its_campaign(cli, preset, tmp_path):
+    reports = fuzz_target(COMMAND, preset=preset, cases=25, seed=7, dump_dir=str(tmp_path))
+    assert len(reports) == 1 and reports[0]["covered"] and not reports[0]["failed"]
+    assert reports[0]["cases_passed"] == 25 and reports[0]["not_covered"] == ""
+
+
+@pytest.mark.parametrize("fault,caught_by", [("off_by_one_accepted", "committed state differs"),
+                                             ("writes_gap", "gap after slot")])
+def test_a_seeded_fault_fails_with_the_shrunk_case_and_a_replay_line_that_reproduces_it(cli, fault, caught_by,
+                                                                                         tmp_path):
+    with pytest.raises(pytest.fail.Exception) as e:
+        fuzz_target(f"{COMMAND} --fault {fault}", preset="tiny-gdn", cases=100, seed=1, dump_dir=str(tmp_path))
+    text = str(e.value)
+    assert caught_by in text and "shrunk command sequence:\nadmit req0" in text
+    dump = text.split("\ndump: ")[1].split("\n")[0]
+    assert os.path.dirname(dump) == str(tmp_path) and os.path.exists(dump)
+    replay = text.split("\nreplay: ")[1].split("\n")[0]
+    assert shlex.split(replay)[:4] == [cli, "fuzz", "--replay", dump]
+    again = subprocess.run(shlex.split(replay), capture_output=True, text=True, timeout=300)
+    assert again.returncode == 1 and "case fails: " in again.stdout and caught_by in again.stdout
+    fixed = shlex.split(replay)[:-1] + [f"exec:{COMMAND}"]  # the same case against the correct target
+    ok = subprocess.run(fixed, capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0 and "case passes now" in ok.stdout
+
+
+def test_a_campaign_outside_the_capabilities_is_a_skip_not_a_pass(cli, tmp_path):
+    script = tmp_path / "kda_only.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(EXAMPLE)!r})
+        from numpy_replay import NumpyReplay, serve
+
+        class KdaOnly(NumpyReplay):
+            def capabilities(self):
+                return dict(super().capabilities(), ops=["kda"])
+
+        sys.exit(serve(KdaOnly()))
+    """))
+    with pytest.raises(pytest.skip.Exception, match="not covered.*op gdn"):
+        fuzz_target(f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}", preset="tiny-gdn", cases=5,
+                    dump_dir=str(tmp_path))
+
+
+def test_a_target_that_cannot_start_fails_with_its_stderr(cli, tmp_path):
+    with pytest.raises(pytest.fail.Exception, match="did not run.*no-such-command"):
+        fuzz_target("no-such-command --flag", cases=1, dump_dir=str(tmp_path))
+
+
+def test_without_the_cli_the_helper_skips_with_the_reason(monkeypatch):
+    monkeypatch.delenv("REPLAYSSM_CLI", raising=False)
+    monkeypatch.setenv("PATH", "")
+    with pytest.raises(pytest.skip.Exception, match="REPLAYSSM_CLI"):
+        fuzz_target(COMMAND)
+    monkeypatch.setenv("REPLAYSSM_CLI", "/nonexistent/replayssm")
+    with pytest.raises(pytest.fail.Exception, match="not an executable"):
+        fuzz_target(COMMAND)
