@@ -400,8 +400,17 @@ class ExecTarget : public ref::Target {
                   mirror_[l].begin() + s * stride_);
       }
     }
-    for (std::size_t i = 0; i < digests.size(); ++i)
-      mirror_digests_[l][i] = parse_hex64(digests[i], "target.pool.digests");
+    // A slot whose digests changed must come with its values: otherwise the mirror would keep stale bytes
+    // under new digests and a stray write would go unseen.
+    std::vector<bool> sent(static_cast<std::size_t>(s_.num_slots), false);
+    for (const auto& js : slots) sent[static_cast<std::size_t>(js.get<std::int64_t>())] = true;
+    for (std::size_t i = 0; i < digests.size(); ++i) {
+      const std::uint64_t d = parse_hex64(digests[i], "target.pool.digests");
+      require(d == mirror_digests_[l][i] || sent[i / 2], "target.pool.slots",
+              "slot ", i / 2, " changed (digest ", hex64(mirror_digests_[l][i]), " -> ", hex64(d),
+              ") but its values were not sent");
+      mirror_digests_[l][i] = d;
+    }
     mirror_valid_[l] = true;
     return mirror_[l];
   }
