@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .tier import is_state_tensor, tier_tolerance
 from .compare import Report, Tolerance, compare
 from .safetensors_io import FLOAT_DTYPES, read_safetensors, write_safetensors
 
@@ -42,6 +43,8 @@ class TensorResult:
     name: str
     tolerance: Tolerance
     report: Report
+    stored: Tolerance | None = None  # the fixture's own (fp32-tier) tolerance, when a claimed tier replaced it
+    tier: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -69,7 +72,8 @@ class CheckResult:
         for e in self.errors:
             lines.append(f"     error: {e}")
         for t in self.tensors:
-            lines.append(f"     {t.name}: {t.report}")
+            judged = f" (judged at the {t.tier} tier; stored tolerance {t.stored})" if t.tier else ""
+            lines.append(f"     {t.name}: {t.report}{judged}")
         return "\n".join(lines)
 
     __str__ = summary
@@ -132,8 +136,11 @@ class Fixture:
         return f"Fixture({self.path!r}, op={self.op!r})"
 
     # --- checking ---------------------------------------------------------------------------------------
-    def compare_outputs(self, got: dict) -> CheckResult:
-        """Compares results (out.* names, with or without the prefix) with the expected tensors."""
+    def compare_outputs(self, got: dict, tier: str | None = None) -> CheckResult:
+        """Compares results (out.* names, with or without the prefix) with the expected tensors, under the
+        fixture's stored tolerance (its fp32-tier bound) or, when a precision tier is claimed, under that
+        tier's bound for the fixture's shapes (tier.py); the report names both. Fixtures without a GDN/KDA
+        model configuration (MRoPE) keep their stored tolerance."""
         result = CheckResult(self.path, self.op)
         normalized = {}
         for k, v in (got or {}).items():
@@ -150,19 +157,25 @@ class Fixture:
             if value.shape != want.shape:
                 result.errors.append(f"{name}: shape {list(value.shape)} differs from the fixture's {list(want.shape)}")
                 continue
-            result.tensors.append(TensorResult(name, tol, compare(want, value, tol)))
+            if tier and self.model:
+                judged = tier_tolerance(tier, self.model, float(np.max(np.abs(want), initial=0.0)),
+                                        is_state_tensor(name))
+                result.tensors.append(TensorResult(name, judged, compare(want, value, judged), tol, tier))
+            else:
+                result.tensors.append(TensorResult(name, tol, compare(want, value, tol)))
         extra = sorted(set(normalized) - set(n for n in self.tensors if n.startswith("out.")))
         for name in extra:
             result.errors.append(f"{name}: not an expected tensor of this fixture")
         return result
 
-    def check(self, fn) -> CheckResult:
-        """Runs fn(fixture) -> {name: array} and compares its results."""
-        return self.compare_outputs(fn(self))
+    def check(self, fn, tier: str | None = None) -> CheckResult:
+        """Runs fn(fixture) -> {name: array} and compares its results (at a claimed precision tier: see
+        compare_outputs)."""
+        return self.compare_outputs(fn(self), tier)
 
-    def assert_passes(self, fn) -> CheckResult:
-        """check(fn), raising AssertionError with the full report (worst element included) on failure."""
-        result = self.check(fn)
+    def assert_passes(self, fn, tier: str | None = None) -> CheckResult:
+        """check(fn, tier), raising AssertionError with the full report (worst element included) on failure."""
+        result = self.check(fn, tier)
         if not result.ok:
             raise AssertionError(result.summary())
         return result
