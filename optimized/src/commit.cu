@@ -7,6 +7,7 @@
 // plus launch_commit_replay and launch_commit_copy.
 #include "dispatch.cuh"
 #include "launch.hpp"
+#include "schedule.cuh"
 #include "tile.cuh"
 #include "token.cuh"
 
@@ -15,23 +16,21 @@ namespace {
 
 template <int LK, bool KDA>
 __global__ void __launch_bounds__(128) commit_replay_kernel(const LaunchArgs args) {
-  extern __shared__ float4 smem4[];
   const DevCfg& c = args.c;
   const Coords at = coords(c, args.num_rows);
   const DevRow row = args.rows[at.r];
   const int n = row.accepted;
   if (row.slot < 0 || row.write_slot < 0 || n <= 0) return;
-  const LaneGeo<LK> lg(c, at.tile);
-  const int r0 = lg.tile_base + lg.lrow0, kl = lg.kl;
   const DevLayer layer = args.layers[at.layer];
-  const int hv = at.hv, h = hv / c.G;
-  const Stage st(reinterpret_cast<float*>(smem4), c, lg.VT, kTC);
+  const TileItem<LK> it(args, at, row);
+  const Stage st = it.stage(c);
   float s[kNR][kEK];
-  load_tile<LK>(c, state_head(c, layer.pool, row.slot, hv), r0, kl, s);
-  const float A_log = __ldg(layer.A_log + hv);
-  const float* dtb = layer.dt_bias + static_cast<long long>(hv) * c.a_width();
+  load_tile<LK>(c, state_head(c, layer.pool, row.slot, it.hv), it.r0, it.kl, s);
+  const float A_log = __ldg(layer.A_log + it.hv);
+  const float* dtb = layer.dt_bias + static_cast<long long>(it.hv) * c.a_width();
   auto stage_chunk = [&](int t0, int nt) {
-    stage_commit_chunk<LK, KDA, false>(args, st, layer.payload, at.r, t0, nt, h, hv, lg.tile_base, A_log, dtb);
+    stage_commit_chunk<LK, KDA, false>(args, st, layer.payload, at.r, t0, nt, it.h, it.hv, it.lg.tile_base, A_log,
+                                       dtb);
     __syncthreads();
   };
   // Whole chunks of kTC tokens first (only when n > kTC), then the last chunk row group by row group, each
@@ -41,20 +40,20 @@ __global__ void __launch_bounds__(128) commit_replay_kernel(const LaunchArgs arg
     stage_chunk(t0, kTC);
     for (int tt = 0; tt < kTC; ++tt) {
       float d[kNR], o[kNR];
-      run_staged<LK, KDA, false>(st, tt, kl, lg.lrow0, s, d, o);
+      run_staged<LK, KDA, false>(st, tt, it.kl, it.lg.lrow0, s, d, o);
     }
     __syncthreads();
   }
   const int nt = n - t0;
   stage_chunk(t0, nt);
-  void* dst = state_head(c, layer.pool, row.write_slot, hv);
+  void* dst = state_head(c, layer.pool, row.write_slot, it.hv);
   auto rows_run = [&](auto i0c, auto i1c) {
     constexpr int I0 = decltype(i0c)::value, I1 = decltype(i1c)::value;
     for (int tt = 0; tt < nt; ++tt) {
       float d[kNR], o[kNR];
-      run_staged<LK, KDA, false, I0, I1>(st, tt, kl, lg.lrow0, s, d, o);
+      run_staged<LK, KDA, false, I0, I1>(st, tt, it.kl, it.lg.lrow0, s, d, o);
     }
-    store_tile<LK, I0, I1>(c, dst, r0, kl, s);
+    store_tile<LK, I0, I1>(c, dst, it.r0, it.kl, s);
   };
   for_row_groups(rows_run);
 }

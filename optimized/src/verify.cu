@@ -7,6 +7,7 @@
 // Dynamic shared memory = the stage (launch.hpp, stage_floats), plus the prefetch buffer when persistent.
 #include "dispatch.cuh"
 #include "launch.hpp"
+#include "schedule.cuh"
 #include "tile.cuh"
 #include "token.cuh"
 
@@ -15,43 +16,34 @@ namespace {
 
 template <int LK, bool KDA>
 __global__ void __launch_bounds__(128) verify_kernel(const LaunchArgs args) {
-  extern __shared__ float4 smem4[];
   const DevCfg& c = args.c;
-  const Coords at = coords(c, args.num_rows);
-  const LaneGeo<LK> lg(c, at.tile);
-  const int r0 = lg.tile_base + lg.lrow0, kl = lg.kl;
-  const DevRow row = args.rows[at.r];
-  const int hv = at.hv, h = hv / c.G;
-  const bool bf = c.act_bf16;
-  if (row.slot < 0) {  // padding: zero outputs of the window, nothing else
-    zero_pad_outputs<LK>(args, row, hv, r0, kl, bf);
-    return;
-  }
-  const Stage st(reinterpret_cast<float*>(smem4), c, lg.VT, kTC);
+  const TileItem<LK> it(args);
+  if (it.row.slot < 0) return it.pad_outputs(args);  // padding: zero outputs of the window, nothing else
+  const Stage st = it.stage(c);
   float s[kNR][kEK];
-  load_tile<LK>(c, state_head(c, args.pool, row.slot, hv), r0, kl, s);  // in flight during the prologue
-  const float A_log = __ldg(args.A_log + hv);
-  const float* dtb = args.dt_bias + static_cast<long long>(hv) * c.a_width();
-  for (int t0 = 0; t0 < row.T; t0 += kTC) {
-    const int nt = min(kTC, row.T - t0);
+  load_tile<LK>(c, state_head(c, args.pool, it.row.slot, it.hv), it.r0, it.kl, s);  // in flight during the prologue
+  const float A_log = __ldg(args.A_log + it.hv);
+  const float* dtb = args.dt_bias + static_cast<long long>(it.hv) * c.a_width();
+  for (int t0 = 0; t0 < it.row.T; t0 += kTC) {
+    const int nt = min(kTC, it.row.T - t0);
     if (t0 > 0) __syncthreads();  // the previous chunk's readers are done with the stage
-    stage_verify_chunk<LK, KDA, false>(args, st, at.r, row.token_offset + t0, t0, nt, h, hv, at.tile, lg.tile_base,
-                                       A_log, dtb);
+    stage_verify_chunk<LK, KDA, false>(args, st, it.at.r, it.row.token_offset + t0, t0, nt, it.h, it.hv,
+                                       it.at.tile, it.lg.tile_base, A_log, dtb);
     __syncthreads();
     auto rows_run = [&](auto i0c, auto i1c) {
       constexpr int I0 = decltype(i0c)::value, I1 = decltype(i1c)::value;
       for (int tt = 0; tt < nt; ++tt) {
         const int t = t0 + tt;
         float d[kNR], o[kNR];
-        run_staged<LK, KDA, true, I0, I1>(st, tt, kl, lg.lrow0, s, d, o);
-        const long long ob = ((row.token_offset + t) * static_cast<long long>(c.HV) + hv) * c.V;
-        for_my_rows<LK, I0, I1>(c, r0, kl, [&](int i, int rr) { st_act(args.o, ob + rr, pick(o, i), bf); });
+        run_staged<LK, KDA, true, I0, I1>(st, tt, it.kl, it.lg.lrow0, s, d, o);
+        const long long ob = ((it.row.token_offset + t) * static_cast<long long>(c.HV) + it.hv) * c.V;
+        for_my_rows<LK, I0, I1>(c, it.r0, it.kl, [&](int i, int rr) { st_act(args.o, ob + rr, pick(o, i), it.bf); });
         if (args.scratch) {
           const long long es = c.state_bf16 ? 2 : 4;
           char* dst = static_cast<char*>(args.scratch) +
-                      ((static_cast<long long>(at.r) * args.max_T + t) * c.HV + hv) * static_cast<long long>(c.K) *
-                          c.V * es;
-          store_tile<LK, I0, I1>(c, dst, r0, kl, s);
+                      ((static_cast<long long>(it.at.r) * args.max_T + t) * c.HV + it.hv) *
+                          static_cast<long long>(c.K) * c.V * es;
+          store_tile<LK, I0, I1>(c, dst, it.r0, it.kl, s);
         }
       }
     };
@@ -66,7 +58,6 @@ __global__ void __launch_bounds__(128) verify_kernel(const LaunchArgs args) {
 // compute and store in lock step. The per-element arithmetic is the one of verify_kernel.
 template <int LK, bool KDA>
 __global__ void __launch_bounds__(128, 1) verify_pipe_kernel(const LaunchArgs args) {
-  extern __shared__ float4 smem4[];
   const DevCfg& c = args.c;
   const long long total = static_cast<long long>(args.num_rows) * c.HV * c.tiles;
   const LaneGeo<LK> lg(c, 0);
