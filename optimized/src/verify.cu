@@ -51,69 +51,39 @@ __global__ void __launch_bounds__(128) verify_kernel(const LaunchArgs args) {
   }
 }
 
-// Persistent, prefetching schedule ([V,K] layout): a grid of about two CTAs per SM walks the work items
-// (value-head tiles) with stride gridDim.x. While a CTA computes item i from registers, item i+1's state
-// tile streams into shared memory with cp.async (tile.cuh). This keeps device memory busy through the
-// compute phases, which the one-CTA-per-tile schedule leaves idle because all CTAs move through load,
-// compute and store in lock step. The per-element arithmetic is the one of verify_kernel.
+// Persistent, prefetching schedule ([V,K] layout; PipeLoop, schedule.cuh). The per-element arithmetic is the
+// one of verify_kernel.
 template <int LK, bool KDA>
 __global__ void __launch_bounds__(128, 1) verify_pipe_kernel(const LaunchArgs args) {
   const DevCfg& c = args.c;
-  const long long total = static_cast<long long>(args.num_rows) * c.HV * c.tiles;
-  const LaneGeo<LK> lg(c, 0);
-  const int kl = lg.kl;
-  const Stage st(reinterpret_cast<float*>(smem4), c, lg.VT, args.max_T);
-  char* buf = reinterpret_cast<char*>(smem4) + stage_bytes_16<int>(args.max_T, c.K, c.a_width(), lg.VT);
+  const PipeLoop<LK, false> p(args);
   const bool bf = c.act_bf16;
-  // Next item with a real row at or after w (stride gridDim.x); PAD items on the way get zero outputs.
-  auto next_real = [&](long long w) {
-    for (; w < total; w += gridDim.x) {
-      const Coords at = item_coords(c, args.num_rows, w);
-      const DevRow row = args.rows[at.r];
-      if (row.slot >= 0) return w;
-      zero_pad_outputs<LK>(args, row, at.hv, at.tile * lg.VT + lg.lrow0, kl, bf);
-    }
-    return total;
-  };
-  auto prefetch = [&](long long w) {
-    const Coords at = item_coords(c, args.num_rows, w);
-    prefetch_tile<LK>(c, state_head(c, args.pool, args.rows[at.r].slot, at.hv), at.tile * lg.VT + lg.lrow0, kl, buf);
-  };
-  long long cur = next_real(blockIdx.x);
-  if (cur < total) prefetch(cur);
-  while (cur < total) {
-    const Coords at = item_coords(c, args.num_rows, cur);
-    const DevRow row = args.rows[at.r];
-    const int hv = at.hv, h = hv / c.G;
-    const int tile_base = at.tile * lg.VT, r0 = tile_base + lg.lrow0;
-    const float A_log = __ldg(args.A_log + hv);
-    const float* dtb = args.dt_bias + static_cast<long long>(hv) * c.a_width();
-    const long long nxt = next_real(cur + gridDim.x);
-    float s[kNR][kEK];
-    __syncthreads();  // the stage is free (previous item)
-    // The whole window is staged before the state tile is taken into registers: room to load two tokens
-    // per warp at once.
-    stage_verify_chunk<LK, KDA, true>(args, st, at.r, row.token_offset, 0, row.T, h, hv, at.tile, tile_base, A_log,
-                                      dtb);
-    cp_async_wait_all();
-    tile_from_smem<LK>(c, buf, r0, s);
-    __syncthreads();  // stage written; state buffer consumed by every thread
-    if (nxt < total) prefetch(nxt);
-    for (int t = 0; t < row.T; ++t) {
-      float d[kNR], o[kNR];
-      run_staged<LK, KDA, true>(st, t, kl, lg.lrow0, s, d, o);
-      const long long ob = ((row.token_offset + t) * static_cast<long long>(c.HV) + hv) * c.V;
-      for_my_rows<LK>(c, r0, kl, [&](int i, int rr) { st_act(args.o, ob + rr, pick(o, i), bf); });
-      if (args.scratch) {
-        const long long es = c.state_bf16 ? 2 : 4;
-        char* dst = static_cast<char*>(args.scratch) +
-                    ((static_cast<long long>(at.r) * args.max_T + t) * c.HV + hv) * static_cast<long long>(c.K) * c.V *
-                        es;
-        store_tile_vk<LK>(c, dst, r0, kl, s);
-      }
-    }
-    cur = nxt;
-  }
+  p.run(
+      args, [](DevRow row) { return row.slot >= 0; },
+      [&](const Coords& at, const DevRow& row) {  // PAD: zero outputs
+        zero_pad_outputs<LK>(args, row, at.hv, at.tile * p.lg.VT + p.lg.lrow0, p.kl, bf);
+      },
+      // The whole window is staged before the state tile is taken into registers: room to load two tokens
+      // per warp at once.
+      [&](const PipeItem& it) {
+        stage_verify_chunk<LK, KDA, true>(args, p.st, it.at.r, it.row.token_offset, 0, it.row.T, it.h, it.hv,
+                                          it.at.tile, it.tile_base, it.A_log, it.dtb);
+      },
+      [&](const PipeItem& it, float (&s)[kNR][kEK]) {
+        for (int t = 0; t < it.row.T; ++t) {
+          float d[kNR], o[kNR];
+          run_staged<LK, KDA, true>(p.st, t, p.kl, p.lg.lrow0, s, d, o);
+          const long long ob = ((it.row.token_offset + t) * static_cast<long long>(c.HV) + it.hv) * c.V;
+          for_my_rows<LK>(c, it.r0, p.kl, [&](int i, int rr) { st_act(args.o, ob + rr, pick(o, i), bf); });
+          if (args.scratch) {
+            const long long es = c.state_bf16 ? 2 : 4;
+            char* dst = static_cast<char*>(args.scratch) +
+                        ((static_cast<long long>(it.at.r) * args.max_T + t) * c.HV + it.hv) *
+                            static_cast<long long>(c.K) * c.V * es;
+            store_tile_vk<LK>(c, dst, it.r0, p.kl, s);
+          }
+        }
+      });
 }
 
 template <int LK, bool KDA>
