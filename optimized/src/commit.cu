@@ -123,17 +123,12 @@ __global__ void __launch_bounds__(256) commit_copy_kernel(const LaunchArgs args)
 }
 
 template <int LK, bool KDA>
-struct CommitReplayKernels {
-  static constexpr auto per_tile = commit_replay_kernel<LK, KDA>;
-  static constexpr bool has_persistent = true;
-  static constexpr auto persistent = commit_pipe_kernel<LK, KDA>;
-};
+using CommitReplayKernels = TileKernels<commit_replay_kernel<LK, KDA>, commit_pipe_kernel<LK, KDA>>;
 
 }  // namespace
 
 int launch_commit_replay(const LaunchArgs& args, void* stream) {
-  const long long items = static_cast<long long>(args.num_layers) * args.num_rows * args.c.HV * args.c.tiles;
-  return launch_tiles<CommitReplayKernels>(args, items, stream);
+  return launch_tiles<CommitReplayKernels>(args, tile_items(args, true), stream);
 }
 
 int launch_commit_copy(const LaunchArgs& args, void* stream) {

@@ -88,16 +88,12 @@ __global__ void __launch_bounds__(128) ring_decode_kernel(const LaunchArgs args)
 }
 
 template <int LK, bool KDA>
-struct RingDecodeKernels {
-  static constexpr auto per_tile = ring_decode_kernel<LK, KDA>;
-  static constexpr bool has_persistent = false;  // per-tile only, whatever args.persistent says
-};
+using RingDecodeKernels = TileKernels<ring_decode_kernel<LK, KDA>>;  // per-tile only
 
 }  // namespace
 
 int launch_ring_decode(const LaunchArgs& args, void* stream) {
-  const long long items = static_cast<long long>(args.num_rows) * args.c.HV * args.c.tiles;
-  return launch_tiles<RingDecodeKernels>(args, items, stream);
+  return launch_tiles<RingDecodeKernels>(args, tile_items(args, false), stream);
 }
 
 }  // namespace replayssm::cuda::detail

@@ -87,17 +87,12 @@ __global__ void __launch_bounds__(128, 1) verify_pipe_kernel(const LaunchArgs ar
 }
 
 template <int LK, bool KDA>
-struct VerifyKernels {
-  static constexpr auto per_tile = verify_kernel<LK, KDA>;
-  static constexpr bool has_persistent = true;
-  static constexpr auto persistent = verify_pipe_kernel<LK, KDA>;
-};
+using VerifyKernels = TileKernels<verify_kernel<LK, KDA>, verify_pipe_kernel<LK, KDA>>;
 
 }  // namespace
 
 int launch_verify(const LaunchArgs& args, void* stream) {
-  const long long items = static_cast<long long>(args.num_rows) * args.c.HV * args.c.tiles;
-  return launch_tiles<VerifyKernels>(args, items, stream);
+  return launch_tiles<VerifyKernels>(args, tile_items(args, false), stream);
 }
 
 }  // namespace replayssm::cuda::detail
