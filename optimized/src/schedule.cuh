@@ -107,7 +107,8 @@ struct PipeLoop {
         buf(reinterpret_cast<char*>(smem4) + stage_bytes_16<int>(args.max_T, args.c.K, args.c.a_width(), lg.VT)) {}
 
   // Runs this CTA's items with the kernel's parts:
-  //   real(row)          whether an item of batch row `row` is computed
+  //   real(row)          whether an item of batch row `row` is computed; it takes the row by value (with
+  //                      a reference, commit's && chain read the fields one by one: other SASS)
   //   skipped(at, row)   runs for each item that is not (verify: the PAD row's zero outputs)
   //   stage(it)          stages the item's window (every thread; the stage is free)
   //   compute(it, s)     the token loop on the item's state tile s, in registers, and its stores
