@@ -7,6 +7,7 @@
 // plus launch_commit_replay and launch_commit_copy.
 #include "dispatch.cuh"
 #include "launch.hpp"
+#include "schedule.cuh"
 #include "tile.cuh"
 #include "token.cuh"
 
@@ -15,23 +16,21 @@ namespace {
 
 template <int LK, bool KDA>
 __global__ void __launch_bounds__(128) commit_replay_kernel(const LaunchArgs args) {
-  extern __shared__ float4 smem4[];
   const DevCfg& c = args.c;
   const Coords at = coords(c, args.num_rows);
   const DevRow row = args.rows[at.r];
   const int n = row.accepted;
   if (row.slot < 0 || row.write_slot < 0 || n <= 0) return;
-  const LaneGeo<LK> lg(c, at.tile);
-  const int r0 = lg.tile_base + lg.lrow0, kl = lg.kl;
   const DevLayer layer = args.layers[at.layer];
-  const int hv = at.hv, h = hv / c.G;
-  const Stage st(reinterpret_cast<float*>(smem4), c, lg.VT, kTC);
+  const TileItem<LK> it(args, at, row);
+  const Stage st = it.stage(c);
   float s[kNR][kEK];
-  load_tile<LK>(c, state_head(c, layer.pool, row.slot, hv), r0, kl, s);
-  const float A_log = __ldg(layer.A_log + hv);
-  const float* dtb = layer.dt_bias + static_cast<long long>(hv) * c.a_width();
+  load_tile<LK>(c, state_head(c, layer.pool, row.slot, it.hv), it.r0, it.kl, s);
+  const float A_log = __ldg(layer.A_log + it.hv);
+  const float* dtb = layer.dt_bias + static_cast<long long>(it.hv) * c.a_width();
   auto stage_chunk = [&](int t0, int nt) {
-    stage_commit_chunk<LK, KDA, false>(args, st, layer.payload, at.r, t0, nt, h, hv, lg.tile_base, A_log, dtb);
+    stage_commit_chunk<LK, KDA, false>(args, st, layer.payload, at.r, t0, nt, it.h, it.hv, it.lg.tile_base, A_log,
+                                       dtb);
     __syncthreads();
   };
   // Whole chunks of kTC tokens first (only when n > kTC), then the last chunk row group by row group, each
@@ -41,72 +40,44 @@ __global__ void __launch_bounds__(128) commit_replay_kernel(const LaunchArgs arg
     stage_chunk(t0, kTC);
     for (int tt = 0; tt < kTC; ++tt) {
       float d[kNR], o[kNR];
-      run_staged<LK, KDA, false>(st, tt, kl, lg.lrow0, s, d, o);
+      run_staged<LK, KDA, false>(st, tt, it.kl, it.lg.lrow0, s, d, o);
     }
     __syncthreads();
   }
   const int nt = n - t0;
   stage_chunk(t0, nt);
-  void* dst = state_head(c, layer.pool, row.write_slot, hv);
+  void* dst = state_head(c, layer.pool, row.write_slot, it.hv);
   auto rows_run = [&](auto i0c, auto i1c) {
     constexpr int I0 = decltype(i0c)::value, I1 = decltype(i1c)::value;
     for (int tt = 0; tt < nt; ++tt) {
       float d[kNR], o[kNR];
-      run_staged<LK, KDA, false, I0, I1>(st, tt, kl, lg.lrow0, s, d, o);
+      run_staged<LK, KDA, false, I0, I1>(st, tt, it.kl, it.lg.lrow0, s, d, o);
     }
-    store_tile<LK, I0, I1>(c, dst, r0, kl, s);
+    store_tile<LK, I0, I1>(c, dst, it.r0, it.kl, s);
   };
   for_row_groups(rows_run);
 }
 
-// Persistent schedule of the replay commit (see verify_pipe_kernel in verify.cu); the per-element arithmetic
+// Persistent schedule of the replay commit (PipeLoop, schedule.cuh); the per-element arithmetic
 // is the one of commit_replay_kernel.
 template <int LK, bool KDA>
 __global__ void __launch_bounds__(128, 1) commit_pipe_kernel(const LaunchArgs args) {
-  extern __shared__ float4 smem4[];
-  const DevCfg& c = args.c;
-  const long long total = static_cast<long long>(args.num_layers) * args.num_rows * c.HV * c.tiles;
-  const LaneGeo<LK> lg(c, 0);
-  const int kl = lg.kl;
-  const Stage st(reinterpret_cast<float*>(smem4), c, lg.VT, args.max_T);
-  char* buf = reinterpret_cast<char*>(smem4) + stage_bytes_16<int>(args.max_T, c.K, c.a_width(), lg.VT);
-  auto next_real = [&](long long w) {
-    for (; w < total; w += gridDim.x) {
-      const DevRow row = args.rows[item_coords(c, args.num_rows, w).r];
-      if (row.slot >= 0 && row.write_slot >= 0 && row.accepted > 0) return w;
-    }
-    return total;
-  };
-  auto prefetch = [&](long long w) {
-    const Coords at = item_coords(c, args.num_rows, w);
-    prefetch_tile<LK>(c, state_head(c, args.layers[at.layer].pool, args.rows[at.r].slot, at.hv),
-                      at.tile * lg.VT + lg.lrow0, kl, buf);
-  };
-  long long cur = next_real(blockIdx.x);
-  if (cur < total) prefetch(cur);
-  while (cur < total) {
-    const Coords at = item_coords(c, args.num_rows, cur);
-    const DevRow row = args.rows[at.r];
-    const DevLayer layer = args.layers[at.layer];
-    const int n = row.accepted, hv = at.hv, h = hv / c.G;
-    const int tile_base = at.tile * lg.VT, r0 = tile_base + lg.lrow0;
-    const float A_log = __ldg(layer.A_log + hv);
-    const float* dtb = layer.dt_bias + static_cast<long long>(hv) * c.a_width();
-    const long long nxt = next_real(cur + gridDim.x);
-    float s[kNR][kEK];
-    __syncthreads();  // the stage is free (previous item)
-    stage_commit_chunk<LK, KDA, true>(args, st, layer.payload, at.r, 0, n, h, hv, tile_base, A_log, dtb);
-    cp_async_wait_all();
-    tile_from_smem<LK>(c, buf, r0, s);
-    __syncthreads();  // stage written; state buffer consumed by every thread
-    if (nxt < total) prefetch(nxt);
-    for (int t = 0; t < n; ++t) {
-      float d[kNR], o[kNR];
-      run_staged<LK, KDA, false>(st, t, kl, lg.lrow0, s, d, o);
-    }
-    store_tile_vk<LK>(c, state_head(c, layer.pool, row.write_slot, hv), r0, kl, s);
-    cur = nxt;
-  }
+  const PipeLoop<LK, true> p(args);
+  p.run(
+      args, [](DevRow row) { return row.slot >= 0 && row.write_slot >= 0 && row.accepted > 0; },
+      [](const Coords&, const DevRow&) {},
+      [&](const PipeItem& it) {
+        stage_commit_chunk<LK, KDA, true>(args, p.st, it.layer.payload, it.at.r, 0, it.row.accepted, it.h, it.hv,
+                                          it.tile_base, it.A_log, it.dtb);
+      },
+      [&](const PipeItem& it, float (&s)[kNR][kEK]) {
+        for (int t = 0; t < it.row.accepted; ++t) {
+          float d[kNR], o[kNR];
+          run_staged<LK, KDA, false>(p.st, t, p.kl, p.lg.lrow0, s, d, o);
+        }
+        const DevCfg& c = args.c;
+        store_tile_vk<LK>(c, state_head(c, it.layer.pool, it.row.write_slot, it.hv), it.r0, p.kl, s);
+      });
 }
 
 // Copies `bytes` from src to dst with the block's threads, U independent loads in flight per thread.
@@ -152,17 +123,12 @@ __global__ void __launch_bounds__(256) commit_copy_kernel(const LaunchArgs args)
 }
 
 template <int LK, bool KDA>
-struct CommitReplayKernels {
-  static constexpr auto per_tile = commit_replay_kernel<LK, KDA>;
-  static constexpr bool has_persistent = true;
-  static constexpr auto persistent = commit_pipe_kernel<LK, KDA>;
-};
+using CommitReplayKernels = TileKernels<commit_replay_kernel<LK, KDA>, commit_pipe_kernel<LK, KDA>>;
 
 }  // namespace
 
 int launch_commit_replay(const LaunchArgs& args, void* stream) {
-  const long long items = static_cast<long long>(args.num_layers) * args.num_rows * args.c.HV * args.c.tiles;
-  return launch_tiles<CommitReplayKernels>(args, items, stream);
+  return launch_tiles<CommitReplayKernels>(args, tile_items(args, true), stream);
 }
 
 int launch_commit_copy(const LaunchArgs& args, void* stream) {

@@ -6,16 +6,27 @@
 //   static constexpr bool has_persistent;    and, when true,
 //   static constexpr auto persistent = ...;  grid = resident CTAs looping over the items, stage of max_T
 //                                            tokens plus one prefetched state tile
+// as TileKernels<per_tile, persistent> makes it, e.g. an alias template over a .cu's kernel templates.
 // Each .cu instantiates these templates for its own kernels and launches them itself (no -rdc).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <type_traits>
 
 #include "launch.hpp"
 
 namespace replayssm::cuda::detail {
+
+// A kernel family's members: the per-tile kernel and the persistent one (nullptr: per-tile only, whatever
+// args.persistent says).
+template <auto PerTile, auto Persistent = nullptr>
+struct TileKernels {
+  static constexpr auto per_tile = PerTile;
+  static constexpr bool has_persistent = !std::is_null_pointer_v<decltype(Persistent)>;
+  static constexpr auto persistent = Persistent;
+};
 
 // persistent_grid's answer when the persistent schedule does not fit (see there).
 constexpr int kNoFit = -1;

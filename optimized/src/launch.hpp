@@ -1,7 +1,7 @@
 // Internal interface between the host launchers (host.cpp, g++) and the kernels (*.cu, nvcc).
 // Plain-old-data only: no CUDA, Eigen or JSON headers, so both compilers see the same layout. The few sizes
-// that both sides compute (V tile, token stage) are constexpr functions here (REPLAYSSM_HOST_DEVICE), written
-// once for both.
+// that both sides compute (V tile, token stage, work items) are constexpr functions here
+// (REPLAYSSM_HOST_DEVICE), written once for both.
 #pragma once
 
 #include <cstdint>
@@ -95,6 +95,12 @@ struct LaunchArgs {
   // cp.async prefetch of the next tile ([V,K] layout only). Same arithmetic either way.
   int persistent = 0;
 };
+
+// Work items of a tile-kernel launch, one per (layer, batch row, value head, V tile): every layer of
+// args.layers (all_layers: the commit) or the launch's own one (verify, ring decode).
+REPLAYSSM_HOST_DEVICE constexpr long long tile_items(const LaunchArgs& a, bool all_layers) {
+  return static_cast<long long>(all_layers ? a.num_layers : 1) * a.num_rows * a.c.HV * a.c.tiles;
+}
 
 // Each returns the cudaError_t of the launch (0 = success) as an int.
 int launch_verify(const LaunchArgs& args, void* stream);         // verify.cu

@@ -258,54 +258,52 @@ __device__ __forceinline__ long long chunk_row(const LaunchArgs& args, long long
 // The token step on the register tile (the one piece of state math every kernel shares):
 //   decay s <- alpha s; kv = row_sum(s . kn); d = beta (v - kv); s <- s + kn d; o = row_sum(s . qs).
 // Per row and lane the 16 products are summed as four FMA chains of 4 (one per chunk), combined as
-// (c0 + c1) + (c2 + c3), then across the row's LK lanes by the xor butterfly (that is row_sum).
+// (c0 + c1) + (c2 + c3) (update_rows), then across the row's LK lanes by the xor butterfly (row_sum).
+
+// Rows [I0, I1) of the lane's tile: every element s[i][j] <- upd(i, j, s[i][j]), and with DOT the lane's part
+// of the new row times w, out[i] = (c0 + c1) + (c2 + c3) where chunk c sums its 4 products in one FMA chain
+// (without DOT, out[i] = 0).
+template <bool DOT, int I0, int I1, class U>
+__device__ __forceinline__ void update_rows(float (&s)[kNR][kEK], U&& upd, const float (&w)[kEK], float (&out)[kNR]) {
+#pragma unroll
+  for (int i = I0; i < I1; ++i) {
+    float acc[4];
+#pragma unroll
+    for (int ch = 0; ch < 4; ++ch) {
+      acc[ch] = 0.f;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int j = ch * 4 + e;
+        s[i][j] = upd(i, j, s[i][j]);
+        if (DOT) acc[ch] = __fmaf_rn(s[i][j], w[j], acc[ch]);
+      }
+    }
+    out[i] = DOT ? __fadd_rn(__fadd_rn(acc[0], acc[1]), __fadd_rn(acc[2], acc[3])) : 0.f;
+  }
+}
+// Completes rows [I0, I1) of the lanes' partial sums x over the row's LK lanes (xor butterfly, offsets
+// LK/2, ..., 1); every lane of a row ends with the same bits.
+template <int LK, int I0, int I1>
+__device__ __forceinline__ void row_sum(float (&x)[kNR]) {
+#pragma unroll
+  for (int off = LK / 2; off >= 1; off >>= 1)
+#pragma unroll
+    for (int i = I0; i < I1; ++i) x[i] = __fadd_rn(x[i], __shfl_xor_sync(kFull, x[i], off));
+}
+
 template <int LK, bool KDA, bool OUT, int I0, int I1>
 __device__ __forceinline__ void token_update(float (&s)[kNR][kEK], const float (&kn)[kEK], const float (&qs)[kEK],
                                              const float (&alpha)[KDA ? kEK : 1], float beta,
                                              const float (&v)[kNR], float (&d)[kNR], float (&o)[kNR]) {
   float p[kNR];
-#pragma unroll
-  for (int i = I0; i < I1; ++i) {
-    float acc[4];
-#pragma unroll
-    for (int ch = 0; ch < 4; ++ch) {
-      acc[ch] = 0.f;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int j = ch * 4 + e;
-        s[i][j] = __fmul_rn(alpha[KDA ? j : 0], s[i][j]);
-        acc[ch] = __fmaf_rn(s[i][j], kn[j], acc[ch]);
-      }
-    }
-    p[i] = __fadd_rn(__fadd_rn(acc[0], acc[1]), __fadd_rn(acc[2], acc[3]));
-  }
-#pragma unroll
-  for (int off = LK / 2; off >= 1; off >>= 1)
-#pragma unroll
-    for (int i = I0; i < I1; ++i) p[i] = __fadd_rn(p[i], __shfl_xor_sync(kFull, p[i], off));
+  update_rows<true, I0, I1>(
+      s, [&](int, int j, float x) { return __fmul_rn(alpha[KDA ? j : 0], x); }, kn, p);
+  row_sum<LK, I0, I1>(p);
 #pragma unroll
   for (int i = I0; i < I1; ++i) d[i] = __fmul_rn(beta, __fsub_rn(v[i], p[i]));
-#pragma unroll
-  for (int i = I0; i < I1; ++i) {
-    float acc[4];
-#pragma unroll
-    for (int ch = 0; ch < 4; ++ch) {
-      acc[ch] = 0.f;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int j = ch * 4 + e;
-        s[i][j] = __fmaf_rn(kn[j], d[i], s[i][j]);
-        if (OUT) acc[ch] = __fmaf_rn(s[i][j], qs[j], acc[ch]);
-      }
-    }
-    o[i] = OUT ? __fadd_rn(__fadd_rn(acc[0], acc[1]), __fadd_rn(acc[2], acc[3])) : 0.f;
-  }
-  if (OUT) {
-#pragma unroll
-    for (int off = LK / 2; off >= 1; off >>= 1)
-#pragma unroll
-      for (int i = I0; i < I1; ++i) o[i] = __fadd_rn(o[i], __shfl_xor_sync(kFull, o[i], off));
-  }
+  update_rows<OUT, I0, I1>(
+      s, [&](int i, int j, float x) { return __fmaf_rn(kn[j], d[i], x); }, qs, o);
+  if (OUT) row_sum<LK, I0, I1>(o);
 }
 
 // Runs staged token slot tt on rows [I0, I1) of the lane's tile. lrow0 = the lane's first row inside the V tile.
