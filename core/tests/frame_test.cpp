@@ -5,20 +5,14 @@
 #include <cstring>
 
 #include "replayssm/error.hpp"
+#include "replayssm/testing/field_of.hpp"
 #include "replayssm/frame.hpp"
 #include "replayssm/safetensors.hpp"
 
 using namespace replayssm;
+using replayssm::testing::field_of;
 
 namespace {
-std::string field_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.field();
-  }
-  return "<no error>";
-}
 std::vector<std::uint8_t> body_of(const std::vector<std::uint8_t>& framed) {
   return std::vector<std::uint8_t>(framed.begin() + 8, framed.end());
 }

@@ -10,9 +10,11 @@
 #include <string>
 
 #include "replayssm/error.hpp"
+#include "replayssm/testing/field_of.hpp"
 #include "replayssm/safetensors.hpp"
 
 using namespace replayssm;
+using replayssm::testing::field_of;
 namespace fs = std::filesystem;
 
 namespace {
@@ -52,14 +54,6 @@ SafetensorsFile sample(float v) {
   return f;
 }
 
-std::string field_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.field();
-  }
-  return "<no error>";
-}
 
 }  // namespace
 

@@ -3,20 +3,12 @@
 #include <functional>
 
 #include "replayssm/error.hpp"
+#include "replayssm/testing/field_of.hpp"
 #include "replayssm/step.hpp"
 
 using namespace replayssm;
+using replayssm::testing::field_of;
 
-namespace {
-std::string field_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.field();
-  }
-  return "<no error>";
-}
-}  // namespace
 
 TEST(Step, ValidateBatchNamesTheField) {
   const auto cfg = preset("tiny-gdn");

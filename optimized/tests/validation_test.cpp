@@ -6,20 +6,13 @@
 
 #include "replayssm/cuda/kernels.hpp"
 #include "replayssm/error.hpp"
+#include "replayssm/testing/field_of.hpp"
 
 using namespace replayssm;
+using replayssm::testing::field_of;
 
 namespace {
 
-template <class F>
-std::string field_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.field();
-  }
-  return "<no error>";
-}
 
 ModelConfig cfg128() {
   ModelConfig c = preset("qwen3.5");
