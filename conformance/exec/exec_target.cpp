@@ -18,6 +18,12 @@ namespace {
 
 double g_timeout_s = 60.0;
 
+std::mutex g_stats_mu;
+std::map<std::string, TransportStats>& stats_by_command() {
+  static std::map<std::string, TransportStats> s;
+  return s;
+}
+
 std::string hex64(std::uint64_t x) {
   std::ostringstream os;
   os << std::hex << x;
@@ -172,18 +178,33 @@ class Connection {
   // framing failure kills the process and is Error naming what happened, with the stderr tail.
   Frame call(const Frame& request, const std::string& op) {
     require(alive_, "target." + op, "the target process failed earlier (", child_.status(), ")");
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long long>(g_timeout_s * 1000));
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto deadline = t0 + std::chrono::milliseconds(static_cast<long long>(g_timeout_s * 1000));
     Frame answer;
+    TransportStats s;
     try {
-      send(request, deadline);
-      answer = receive(op, deadline);
+      send(request, deadline, s);
+      answer = receive(op, deadline, s);
     } catch (const Error& e) {
       alive_ = false;
       child_.kill();
       const std::string tail = child_.stderr_tail();
       fail(e.field() == "target.io" ? "target." + op : e.field(), e.what(), " [command '", op, "', target ",
            child_.status(), "]", tail.empty() ? "" : "\n--- target stderr (last lines) ---\n" + last_lines(tail, 40));
+    }
+    s.commands = 1;
+    s.round_trip_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - s.codec_s;
+    if (answer.msg.contains("compute_s") && answer.msg.at("compute_s").is_number())
+      s.target_compute_s = answer.msg.at("compute_s").get<double>();
+    {
+      std::lock_guard<std::mutex> lock(g_stats_mu);
+      auto& total = stats_by_command()[child_.command()];
+      total.commands += s.commands;
+      total.round_trip_s += s.round_trip_s;
+      total.target_compute_s += s.target_compute_s;
+      total.codec_s += s.codec_s;
+      total.bytes_sent += s.bytes_sent;
+      total.bytes_received += s.bytes_received;
     }
     if (answer.msg.value("ok", false) != true) {
       const auto& err = answer.msg.contains("error") ? answer.msg.at("error") : json::object();
@@ -207,11 +228,19 @@ class Connection {
     }
     return s.substr(pos + 1);
   }
-  void send(const Frame& f, ChildProcess::Deadline deadline) {
+  // Encoding and decoding time are counted apart from the round trip (codec_s).
+  void send(const Frame& f, ChildProcess::Deadline deadline, TransportStats& s) {
+    const auto t0 = std::chrono::steady_clock::now();
     const auto bytes = encode_frame(f);
+    s.codec_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    s.bytes_sent += static_cast<long long>(bytes.size());
     child_.write_all(bytes.data(), bytes.size(), deadline);
   }
-  Frame receive(const std::string& op, ChildProcess::Deadline deadline) {
+  void send(const Frame& f, ChildProcess::Deadline deadline) {
+    TransportStats ignored;
+    send(f, deadline, ignored);
+  }
+  Frame receive(const std::string& op, ChildProcess::Deadline deadline, TransportStats& s) {
     std::uint8_t len[8];
     child_.read_exact(len, 8, deadline);
     std::uint64_t n = 0;
@@ -220,8 +249,12 @@ class Connection {
             kDefaultMaxFrameBytes);
     std::vector<std::uint8_t> body(static_cast<std::size_t>(n));
     child_.read_exact(body.data(), body.size(), deadline);
+    s.bytes_received += static_cast<long long>(8 + n);
     try {
-      return decode_frame(body, "target." + op + ".frame");
+      const auto t0 = std::chrono::steady_clock::now();
+      Frame f = decode_frame(body, "target." + op + ".frame");
+      s.codec_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      return f;
     } catch (const Error& e) {
       const std::string f = e.field().rfind("target.", 0) == 0 ? e.field() : "target." + op + ".frame." + e.field();
       throw Error(f, std::string("malformed answer: ") + e.what());
@@ -246,6 +279,15 @@ std::shared_ptr<Connection> connect(const std::string& command) {
 }  // namespace
 
 Capabilities capabilities(const std::string& command) { return connect(command)->caps(); }
+
+TransportStats transport_stats(const std::string& command) {
+  std::lock_guard<std::mutex> lock(g_stats_mu);
+  return stats_by_command()[command];
+}
+void reset_transport_stats(const std::string& command) {
+  std::lock_guard<std::mutex> lock(g_stats_mu);
+  stats_by_command()[command] = TransportStats{};
+}
 
 // --- the target ------------------------------------------------------------------------------------------
 namespace {

@@ -61,6 +61,19 @@ double timeout();
 // Capabilities of the implementation behind COMMAND (starts it if needed).
 Capabilities capabilities(const std::string& command);
 
+// Where the time of the commands sent to COMMAND's processes went (all processes since the start of this
+// program, or since reset_transport_stats): round trips as the judge saw them, the part the implementation
+// reported as its own compute (answers' compute_s), frame encoding and decoding here, and bytes moved.
+struct TransportStats {
+  long long commands = 0;
+  double round_trip_s = 0, target_compute_s = 0, codec_s = 0;
+  long long bytes_sent = 0, bytes_received = 0;
+  // Round trips minus the target's compute, plus encoding and decoding: the cost of the protocol itself.
+  double transport_s() const { return round_trip_s - target_compute_s + codec_s; }
+};
+TransportStats transport_stats(const std::string& command);
+void reset_transport_stats(const std::string& command);
+
 // The target for "exec:COMMAND"; make_target("exec:...") calls this after register_exec_targets().
 std::unique_ptr<ref::Target> make_exec_target(const std::string& command);
 // Makes ref::make_target accept "exec:COMMAND". Returns true.

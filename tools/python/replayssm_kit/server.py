@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 import traceback
 
 import numpy as np
@@ -145,8 +146,12 @@ class _Loop:
         if op not in ("hello", "setup", "shutdown") and self.session is None:
             return _error("op", f"'{op}' before a successful 'setup'"), None, None
         try:
+            start = time.perf_counter()
             fields, tensors = handler(frame)
-            return {"ok": True, **fields}, tensors, 0 if op == "shutdown" else None
+            # The time the command took here, frame I/O excluded: the judge subtracts it from its round trip
+            # to report transport separately (replayssm bench fuzz).
+            return {"ok": True, **fields, "compute_s": time.perf_counter() - start}, tensors, \
+                0 if op == "shutdown" else None
         except _Refused as e:
             return _error(e.field, e.message), None, 1
         except (TargetError, ConversionError, ProtocolError) as e:
