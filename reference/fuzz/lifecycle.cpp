@@ -25,6 +25,79 @@ std::vector<std::int32_t> LifecycleModel::with_status(Status s) const {
   return v;
 }
 
+void LifecycleModel::apply(const Cmd& c) {
+  switch (c.kind) {
+    case Cmd::Kind::Admit:
+      reqs[c.req] = ModelRequest{Status::Running, c.slot, 0, c.prompt, true};
+      next_id = std::max(next_id, c.req + 1);
+      return;
+    case Cmd::Kind::Step:
+      for (const auto& r : c.rows) {
+        auto& q = reqs.at(r.req);
+        if (q.pending > 0) {  // a prefill chunk: the whole chunk is committed
+          const auto n = std::min(std::max(r.T, 1), q.pending);
+          q.pending -= n;
+          q.committed += n;
+          q.fresh = false;
+        } else {  // a verify window: the accepted run, cut at the stop token, which ends the request
+          q.committed += r.stop_at > 0 ? std::min(r.accepted, r.stop_at) : r.accepted;
+          if (r.stop_at > 0) {
+            q.status = Status::Finished;
+            q.slot = -1;
+          }
+        }
+      }
+      return;
+    case Cmd::Kind::Finish:
+    case Cmd::Kind::Preempt:  // the slot is free; what the request computed stays on record
+      reqs.at(c.req).status = c.kind == Cmd::Kind::Finish ? Status::Finished : Status::Preempted;
+      reqs.at(c.req).slot = -1;
+      return;
+    case Cmd::Kind::Continue:
+    case Cmd::Kind::Resume: {  // every token it had, plus c.prompt new ones (Continue), prefilled from zero
+      auto& q = reqs.at(c.req);
+      q.pending = q.committed + q.pending + (c.kind == Cmd::Kind::Continue ? c.prompt : 0);
+      q.committed = 0;
+      q.status = Status::Running;
+      q.slot = c.slot;
+      q.fresh = true;
+      return;
+    }
+    case Cmd::Kind::Copy: {
+      ModelRequest q = reqs.at(c.req);
+      q.slot = c.slot;
+      reqs[c.req2] = q;
+      next_id = std::max(next_id, c.req2 + 1);
+      return;
+    }
+  }
+}
+
+std::string bookkeeping_disagreement(const LifecycleModel& want, const ref::Engine& engine) {
+  const auto& got = engine.requests();
+  auto name = [](Status s) { return s == Status::Running ? "running" : s == Status::Finished ? "finished" : "preempted"; };
+  for (const auto& [id, m] : want.reqs) {
+    const auto it = got.find(id);
+    const std::string who = "bookkeeping (independent model): request " + std::to_string(id);
+    if (it == got.end()) return who + " is missing from the engine";
+    const auto& r = it->second;
+    const Status status = r.finished ? Status::Finished : r.slot == kPadSlot ? Status::Preempted : Status::Running;
+    if (status != m.status) return who + " is " + name(status) + " in the engine, " + name(m.status) + " in the model";
+    if (m.status == Status::Running && r.slot != m.slot)
+      return who + ": slot " + std::to_string(r.slot) + " in the engine, " + std::to_string(m.slot) + " in the model";
+    if (r.history[0].T != m.committed)
+      return who + ": " + std::to_string(r.history[0].T) + " committed tokens in the engine, " +
+             std::to_string(m.committed) + " in the model";
+    if (r.pending[0].T != m.pending)
+      return who + ": " + std::to_string(r.pending[0].T) + " tokens to prefill in the engine, " +
+             std::to_string(m.pending) + " in the model";
+  }
+  if (got.size() != want.reqs.size())
+    return "bookkeeping (independent model): the engine has " + std::to_string(got.size()) + " requests, the model " +
+           std::to_string(want.reqs.size());
+  return {};
+}
+
 namespace {
 
 using Base = rc::state::Command<LifecycleModel, LifecycleSut>;
@@ -42,16 +115,23 @@ std::int32_t pick(const std::vector<std::int32_t>& v) {
 }
 bool contains(const std::vector<std::int32_t>& v, std::int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
-// Every command carries a plain Cmd (serialisable, replayable); running it means handing it to the judge.
+// Every command carries a plain Cmd (serialisable, replayable); running it means handing it to the judge and
+// then checking the oracle's request table against the model's.
 struct LifecycleCommand : Base {
   Cmd c;
-  void run(const LifecycleModel&, LifecycleSut& sut) const override {
-    const std::string err = sut.judge.apply(c);
+  void run(const LifecycleModel& before, LifecycleSut& sut) const override {
+    std::string err = sut.judge.apply(c);
+    if (err.empty()) {
+      LifecycleModel after = before;
+      apply(after);
+      err = bookkeeping_disagreement(after, sut.judge.oracle());
+    }
     if (!err.empty()) {
       sut.failure = err;
       RC_FAIL(err);
     }
   }
+  void apply(LifecycleModel& m) const override { m.apply(c); }
   void show(std::ostream& os) const override { os << c.str(); }
 };
 
@@ -65,10 +145,6 @@ struct Admit : LifecycleCommand {
   }
   void checkPreconditions(const LifecycleModel& m) const override {
     RC_PRE(!m.reqs.count(c.req) && contains(m.free_slots(), c.slot));
-  }
-  void apply(LifecycleModel& m) const override {
-    m.reqs[c.req] = ModelRequest{Status::Running, c.slot, 0, c.prompt, true};
-    m.next_id = std::max(m.next_id, c.req + 1);
   }
 };
 
@@ -102,44 +178,22 @@ struct Step : LifecycleCommand {
       RC_PRE(it != m.reqs.end() && it->second.status == Status::Running);
     }
   }
-  void apply(LifecycleModel& m) const override {
-    for (const auto& r : c.rows) {
-      auto& q = m.reqs.at(r.req);
-      if (q.pending > 0) {
-        const auto n = std::min(std::max(r.T, 1), q.pending);
-        q.pending -= n;
-        q.committed += n;
-        q.fresh = false;
-      } else {
-        q.committed += r.stop_at > 0 ? std::min(r.accepted, r.stop_at) : r.accepted;
-        if (r.stop_at > 0) {
-          q.status = Status::Finished;
-          q.slot = -1;
-        }
-      }
-    }
-  }
 };
 
 // A running request leaving its slot (finished: Finish; preempted: Preempt); what it computed stays on record
 // for a later Restart.
 struct Release : LifecycleCommand {
-  Status to;
-  Release(const LifecycleModel& m, Cmd::Kind kind, Status to_status) : to(to_status) {
+  Release(const LifecycleModel& m, Cmd::Kind kind) {
     c.kind = kind;
     c.req = pick(m.with_status(Status::Running));
   }
   void checkPreconditions(const LifecycleModel& m) const override {
     RC_PRE(m.reqs.count(c.req) && m.reqs.at(c.req).status == Status::Running);
   }
-  void apply(LifecycleModel& m) const override {
-    m.reqs.at(c.req).status = to;
-    m.reqs.at(c.req).slot = -1;
-  }
 };
 
 struct Finish : Release {
-  explicit Finish(const LifecycleModel& m) : Release(m, Cmd::Kind::Finish, Status::Finished) {}
+  explicit Finish(const LifecycleModel& m) : Release(m, Cmd::Kind::Finish) {}
 };
 
 // Restarting a request that holds no slot (finished: Continue; preempted: Resume) into a free slot: every
@@ -154,14 +208,6 @@ struct Restart : LifecycleCommand {
   }
   void checkPreconditions(const LifecycleModel& m) const override {
     RC_PRE(m.reqs.count(c.req) && m.reqs.at(c.req).status == from && contains(m.free_slots(), c.slot));
-  }
-  void apply(LifecycleModel& m) const override {
-    auto& q = m.reqs.at(c.req);
-    q.pending = q.committed + q.pending + c.prompt;
-    q.committed = 0;
-    q.status = Status::Running;
-    q.slot = c.slot;
-    q.fresh = true;
   }
 };
 
@@ -188,16 +234,10 @@ struct Copy : LifecycleCommand {
     RC_PRE(m.reqs.count(c.req) && m.reqs.at(c.req).status == Status::Running && m.reqs.at(c.req).pending == 0 &&
            !m.reqs.count(c.req2) && contains(m.free_slots(), c.slot));
   }
-  void apply(LifecycleModel& m) const override {
-    ModelRequest q = m.reqs.at(c.req);
-    q.slot = c.slot;
-    m.reqs[c.req2] = q;
-    m.next_id = std::max(m.next_id, c.req2 + 1);
-  }
 };
 
 struct Preempt : Release {
-  explicit Preempt(const LifecycleModel& m) : Release(m, Cmd::Kind::Preempt, Status::Preempted) {}
+  explicit Preempt(const LifecycleModel& m) : Release(m, Cmd::Kind::Preempt) {}
 };
 
 // A preempted request back in a slot (no new tokens: c.prompt stays 0).
@@ -252,8 +292,15 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
 std::string replay_sequence(const ref::EngineSetup& setup, const std::string& target, ref::Fault fault,
                             const std::vector<ref::Cmd>& cmds) {
   ref::Judge judge(setup, target, fault);
+  LifecycleModel model;
+  model.num_slots = setup.num_slots;
+  model.max_T = setup.max_T;
   for (std::size_t i = 0; i < cmds.size(); ++i) {
-    const std::string err = judge.apply(cmds[i]);
+    std::string err = judge.apply(cmds[i]);
+    if (err.empty()) {
+      model.apply(cmds[i]);
+      err = bookkeeping_disagreement(model, judge.oracle());
+    }
     if (!err.empty()) return "command " + std::to_string(i) + " (" + cmds[i].str() + "): " + err;
   }
   return {};

@@ -32,7 +32,14 @@ struct LifecycleModel {
   std::map<std::int32_t, ModelRequest> reqs;
   std::vector<std::int32_t> free_slots() const;
   std::vector<std::int32_t> with_status(ModelRequest::Status s) const;
+  // What command c does to the requests, by this model's own rules (written apart from ref::Engine, which
+  // it is checked against after every command). c must be valid for the model.
+  void apply(const ref::Cmd& c);
 };
+
+// "" when the engine's request table agrees with the model's (committed and pending token counts,
+// residency, slot, finished or preempted), else the first disagreement.
+std::string bookkeeping_disagreement(const LifecycleModel& want, const ref::Engine& engine);
 
 struct LifecycleSut {
   ref::Judge judge;
@@ -53,7 +60,8 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
                      std::vector<ref::Cmd>* last_failure = nullptr, std::string* last_reason = nullptr,
                      const LifecycleJudging& judging = {});
 
-// Replays a recorded command sequence on a fresh judge; returns the first disagreement or "".
+// Replays a recorded command sequence on a fresh judge, with the bookkeeping model checked after every
+// command as in check_lifecycle; returns the first disagreement or "".
 std::string replay_sequence(const ref::EngineSetup& setup, const std::string& target, ref::Fault fault,
                             const std::vector<ref::Cmd>& cmds);
 

@@ -193,6 +193,7 @@ Engine::PackedStep Engine::pack_step(const Cmd& c) const {
 
 std::int32_t Engine::commit_length(const RowSpec& rs) const {
   // An early stop at accepted token s trims the commit to s tokens.
+  if (rs.stop_at > 0 && fault_ == Fault::StopTokenPlusOne) return std::min(rs.accepted, rs.stop_at + 1);
   if (rs.stop_at > 0 && fault_ != Fault::EarlyStopCommitsWholeRun) return std::min(rs.accepted, rs.stop_at);
   return rs.accepted;
 }

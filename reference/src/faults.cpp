@@ -27,6 +27,7 @@ const std::vector<FaultInfo>& fault_table() {
       {Fault::BetaRoundingOnePath, "beta_rounding_one_path", {"replay"}},
       {Fault::EarlyStopCommitsWholeRun, "early_stop_commits_whole_run", {"replay", "ring"}},
       {Fault::CopyDropsRingRecords, "copy_drops_ring_records", {"ring"}},
+      {Fault::StopTokenPlusOne, "stop_token_plus_one", {"replay", "ring"}},
   };
   return t;
 }
@@ -69,6 +70,8 @@ std::vector<std::string> fault_targets(Fault f) {
     if (i.f == f) return i.targets;
   return {};
 }
+
+bool shared_engine_fault(Fault f) { return f == Fault::StopTokenPlusOne; }
 
 const TokenHook* fault_hook(Fault f) {
   static const GvaModuloHook gva;

@@ -12,8 +12,9 @@
 namespace replayssm::ref {
 
 Judge::Judge(const EngineSetup& setup, const std::string& target_kind, Fault fault, std::optional<Tier> judge_tier)
-    : oracle_(make_target("full_state"), setup),
-      sut_(make_target(target_kind, fault), setup, fault == Fault::EarlyStopCommitsWholeRun ? fault : Fault::None),
+    : oracle_(make_target("full_state"), setup, shared_engine_fault(fault) ? fault : Fault::None),
+      sut_(make_target(target_kind, fault), setup,
+           fault == Fault::EarlyStopCommitsWholeRun || shared_engine_fault(fault) ? fault : Fault::None),
       tier_(judge_tier) {}
 
 namespace {

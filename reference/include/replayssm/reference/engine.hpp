@@ -22,7 +22,8 @@ SequenceInputs token_inputs(const ModelConfig& cfg, std::int32_t layer, std::int
 // The engine: request table, slot use and the accepted-length bookkeeping, driving one Target.
 class Engine {
  public:
-  // bookkeeping_fault: only Fault::EarlyStopCommitsWholeRun acts here (the engine trims accepted runs).
+  // bookkeeping_fault: only Fault::EarlyStopCommitsWholeRun and Fault::StopTokenPlusOne act here (the engine
+  // trims accepted runs).
   Engine(std::unique_ptr<Target> target, const EngineSetup& setup, Fault bookkeeping_fault = Fault::None);
 
   struct Request {

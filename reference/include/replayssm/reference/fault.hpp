@@ -31,12 +31,17 @@ enum class Fault : std::uint8_t {
   BetaRoundingOnePath,        // replay rounds beta to the activation dtype, verify does not
   EarlyStopCommitsWholeRun,   // early stop at s commits the whole accepted run n instead of s
   CopyDropsRingRecords,       // slot copy takes the checkpoint only, dropping un-flushed ring records
+  StopTokenPlusOne,           // shared engine bookkeeping: an early stop at s commits s + 1 tokens (the token
+                              // after the end-of-generation token stays in the state), on the oracle's side too
 };
 std::string to_string(Fault f);
 Fault parse_fault(const std::string& s);  // Error("fault") listing the names
 std::vector<Fault> all_faults();          // every fault except None
 // Targets on which a fault can occur ("replay", "ring", or both for engine bookkeeping faults).
 std::vector<std::string> fault_targets(Fault f);
+// Faults of the engine's bookkeeping that the oracle's engine shares (a slip in the one Engine both sides
+// run): only the independent bookkeeping model of the fuzz generator can see them.
+bool shared_engine_fault(Fault f);
 
 // The token-step perturbation of a math fault (GvaModulo, MissingDecayInReplay, BetaRoundingOnePath);
 // nullptr for every other fault.
