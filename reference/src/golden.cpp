@@ -7,6 +7,7 @@
 #include "replayssm/mrope/mrope_fixture.hpp"
 #include "replayssm/reference/gdn.hpp"
 #include "replayssm/reference/inputs.hpp"
+#include "replayssm/reference/ring_fixture.hpp"
 #include "replayssm/reference/trace_replay.hpp"
 #include "replayssm/rng.hpp"
 
@@ -345,6 +346,8 @@ FixtureCheck check_fixture_file(const std::string& path, std::optional<Tier> tie
     std::map<std::string, Tensor> got;
     if (f.op.rfind("mrope.", 0) == 0) {
       got = mrope::fixture_outputs(f);
+    } else if (f.op == kRingStepOp) {
+      got = run_ring_step(f.config, f.tensors);
     } else {
       got = run_golden_op(f.op, f.config, f.tensors);
     }

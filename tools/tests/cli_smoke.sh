@@ -36,6 +36,8 @@ d="$(ls "$WORK"/d/*.safetensors | head -1)"
 # Traces: generated, checked clean, a changed expectation fails naming the command; a fuzz failure exports one.
 "$BIN" fixtures generate --traces --preset tiny-gdn --cases 1 --out "$WORK/t" >/dev/null || fail "trace generate failed"
 "$BIN" check "$WORK/t" >/dev/null || fail "fresh traces do not check clean"
+"$BIN" fixtures generate --ring --preset tiny-kda --out "$WORK/r" >/dev/null || fail "ring generate failed"
+"$BIN" check "$WORK/r" >/dev/null || fail "fresh ring-step fixtures do not check clean"
 "$BIN" fuzz --target replay --preset tiny-gdn --cases 100 --fault off_by_one_accepted --dump-dir "$WORK/e" \
   --export-trace "$WORK/e/case.safetensors" >/dev/null 2>&1; rc=$?
 [ $rc -eq 1 ] && [ -s "$WORK/e/case.safetensors" ] || fail "fuzz --export-trace wrote no trace (rc $rc)"
