@@ -198,3 +198,28 @@ TEST(Trace, ExportedFuzzCaseFailsAtTheCommandTheJudgeFailedAndPassesForCorrectTa
   }
   std::filesystem::remove_all(dir);
 }
+
+// The committed traces have teeth: every catalogue fault that lives in a target (all but the engine's early-stop
+// bookkeeping, which a target-level trace cannot express: its commits carry the trimmed n) fails at least one.
+TEST(Trace, CommittedTracesCatchEveryTargetFaultOfTheCatalogue) {
+  std::vector<std::string> paths;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(std::string(REPLAYSSM_SOURCE_DIR) + "/fixtures/traces"))
+    if (e.path().extension() == ".safetensors") paths.push_back(e.path().string());
+  ASSERT_GE(paths.size(), 4u);
+  std::vector<ref::Trace> traces;
+  for (const auto& p : paths) traces.push_back(ref::load_trace(p));
+  for (const auto& t : traces)  // without a fault every reference design passes, so a failure below is the fault's
+    for (const char* kind : {"replay", "ring"}) {
+      const auto rep = ref::replay_trace(t, *ref::make_target(kind));
+      EXPECT_TRUE(rep.ok) << kind << ": " << (rep.first_failure() ? rep.first_failure()->message : "");
+    }
+  for (ref::Fault fault : ref::all_faults()) {
+    if (fault == ref::Fault::EarlyStopCommitsWholeRun) continue;
+    bool caught = false;
+    for (const auto& t : traces) {
+      const auto target = ref::make_target(ref::fault_targets(fault).at(0), fault);
+      caught = caught || !ref::replay_trace(t, *target).ok;
+    }
+    EXPECT_TRUE(caught) << ref::to_string(fault) << " passes every committed trace";
+  }
+}
