@@ -5,7 +5,10 @@ Both sides are widened to binary64 first.
   exact                   identical bits element by element (+0 differs from -0; a NaN only matches the
                           same NaN bit pattern);
   allclose(atol=A,rtol=R) every element |got - ref| <= A + R * |ref|;
-  rel_rms(Q)              sqrt(sum (got - ref)^2 / sum ref^2) <= Q over the finite elements.
+  rel_rms(Q)              sqrt(sum (got - ref)^2 / sum ref^2) <= Q over the finite elements;
+  budget(rel_rms=Q,atol=A) both RMS(got - ref) <= Q * max(1, RMS(ref)) (RMS over all n elements, the squares
+                          summed over the finite ones) and every element |got - ref| <= A: the precision
+                          tiers' form (replayssm_kit.tiers).
 Non-finite values: for allclose and rel_rms a NaN in both is accepted, any other non-finite value must be
 identical in both; a NaN where ref is finite always fails. When ref is all zeros, rel_rms requires got to be
 all zeros too. Every report names the worst element.
@@ -22,6 +25,7 @@ import numpy as np
 _NUM = r"([0-9.eE+-]+)"
 _ALLCLOSE = re.compile(r"allclose\(atol=" + _NUM + r",rtol=" + _NUM + r"\)")
 _RELRMS = re.compile(r"rel_rms\(" + _NUM + r"\)")
+_BUDGET = re.compile(r"budget\(rel_rms=" + _NUM + r",atol=" + _NUM + r"\)")
 
 
 def _number(text: str, spelling: str) -> float:
@@ -44,7 +48,7 @@ def _shortest(x: float) -> str:
 
 @dataclass(frozen=True)
 class Tolerance:
-    kind: str  # "exact", "allclose" or "rel_rms"
+    kind: str  # "exact", "allclose", "rel_rms" or "budget"
     atol: float = 0.0
     rtol: float = 0.0
     ratio: float = 0.0
@@ -59,13 +63,19 @@ class Tolerance:
         m = _RELRMS.fullmatch(text)
         if m:
             return Tolerance("rel_rms", ratio=_number(m.group(1), text))
-        raise ValueError(f"cannot parse tolerance '{text}' (expected exact, allclose(atol=A,rtol=R) or rel_rms(Q))")
+        m = _BUDGET.fullmatch(text)
+        if m:
+            return Tolerance("budget", ratio=_number(m.group(1), text), atol=_number(m.group(2), text))
+        raise ValueError(f"cannot parse tolerance '{text}' (expected exact, allclose(atol=A,rtol=R), rel_rms(Q) or "
+                         f"budget(rel_rms=Q,atol=A))")
 
     def __str__(self) -> str:
         if self.kind == "allclose":
             return f"allclose(atol={_shortest(self.atol)},rtol={_shortest(self.rtol)})"
         if self.kind == "rel_rms":
             return f"rel_rms({_shortest(self.ratio)})"
+        if self.kind == "budget":
+            return f"budget(rel_rms={_shortest(self.ratio)},atol={_shortest(self.atol)})"
         return "exact"
 
 
@@ -116,7 +126,7 @@ def compare(ref, got, tol: Tolerance | str) -> Report:
         fb = finite & ~same_bits
         bad |= fb
         score = np.where(fb, np.where(d > 0, d, 1e-300), 0.0)
-    elif tol.kind == "allclose":
+    elif tol.kind in ("allclose", "budget"):
         bound = tol.atol + tol.rtol * np.abs(np.where(finite, a, 0.0))
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.where(bound > 0, d / np.where(bound > 0, bound, 1.0), np.where(d > 0, np.inf, 0.0))
@@ -134,6 +144,8 @@ def compare(ref, got, tol: Tolerance | str) -> Report:
     ok = mismatches == 0
     if tol.kind == "rel_rms" and not rel <= tol.ratio:
         ok = False
+    if tol.kind == "budget" and n > 0 and not math.sqrt(sum_d2 / n) <= tol.ratio * max(1.0, math.sqrt(sum_r2 / n)):
+        ok = False
     r = Report(ok, count=n, mismatches=mismatches, rel_rms=rel, worst_excess=worst_excess)
     r.max_abs = float(d.max()) if n else 0.0
     if n:
@@ -143,7 +155,7 @@ def compare(ref, got, tol: Tolerance | str) -> Report:
         r.worst_ref, r.worst_got = float(a[i]), float(b[i])
     msg = (f"{'ok' if ok else 'FAIL'} [{tol}] n={n} mismatches={mismatches} max_abs={_g(r.max_abs)} "
            f"rel_rms={_g(rel)}")
-    if tol.kind == "allclose":
+    if tol.kind in ("allclose", "budget"):
         msg += f" worst_excess={_g(worst_excess)}"
     if n:
         msg += f" worst@{r.worst_index} {list(r.worst_coords)} ref={_g(r.worst_ref)} got={_g(r.worst_got)}"
