@@ -193,9 +193,11 @@ class _Replay:
             tol = self.tolerance(want, True)
             rep = compare(want, got, tol)
             if not rep.ok:
+                axes = "(hv, k, v)" if t.model["layout"] == "kv" else "(hv, v, k)"
                 raise _Fail(check="state", layer=layer, slot=slot, coords=rep.worst_coords, expected=rep.worst_ref,
                             got=rep.worst_got, tolerance=tol, report=rep,
-                            message=f"layer {layer}, slot {slot}: committed state differs: {rep}")
+                            message=f"layer {layer}, slot {slot}: committed state differs: {rep}; worst element "
+                                    f"{axes} = {rep.worst_coords}: expected {rep.worst_ref!r}, got {rep.worst_got!r}")
         before = self.fetch_pools()
         self.check_pools(c, before, before_step)
 
@@ -216,9 +218,11 @@ class _Replay:
                 token, hv, v = rep.worst_coords
                 what = ("(PAD): outputs are not the zeros the target claims (pad_outputs_zero)" if pad else
                         f"(slot {r['slot']}, request {c.notes[i]['request']}): outputs differ")
-                raise _Fail(check="pad" if pad else "outputs", layer=l, row=i, slot=r["slot"],
-                            coords=(r["token_offset"] + token, hv, v), expected=rep.worst_ref, got=rep.worst_got,
-                            tolerance=tol, report=rep, message=f"layer {l}, row {i} {what}: {rep}")
+                at = (r["token_offset"] + token, hv, v)
+                raise _Fail(check="pad" if pad else "outputs", layer=l, row=i, slot=r["slot"], coords=at,
+                            expected=rep.worst_ref, got=rep.worst_got, tolerance=tol, report=rep,
+                            message=f"layer {l}, row {i} {what}: {rep}; worst element (token, hv, v) = {at}: "
+                                    f"expected {rep.worst_ref!r}, got {rep.worst_got!r}")
 
     def check_pools(self, c, before, before_step):
         t = self.t

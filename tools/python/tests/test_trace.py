@@ -229,3 +229,21 @@ def test_budget_tolerance_has_a_statistical_and_a_worst_element_bound():
     spike[7] += 0.06
     r = rk.compare(ref, spike, tol)
     assert not r.ok and r.worst_index == 7 and r.mismatches == 1              # one element over atol
+
+
+def test_a_corrupted_output_fails_at_its_step_naming_the_row_and_token(tmp_path):
+    src = next(p for p in ALL if "tiny-kda" in p)
+    t = load_trace(src)
+    c, i, r = next((c, i, r) for c in t.commands if c.op == "step"
+                   for i, r in enumerate(c.msg["rows"]) if r["slot"] >= 0)
+    token = r["token_offset"] + r["T"] - 1
+
+    def bump(arr):
+        arr[1, token, 1, 2] += 0.5  # layer 1, the row's last token, hv 1, v 2
+        return arr
+
+    bad = _rewrite(src, str(tmp_path / "bad.safetensors"), change=(f"out.{c.index}.o", bump))
+    f = rk.replay_trace(bad, NumpyReplay()).first_failure
+    assert f is not None and f.index == c.index and f.check == "outputs", f
+    assert (f.layer, f.row, f.slot, f.coords) == (1, i, r["slot"], (token, 1, 2)), f
+    assert f"worst element (token, hv, v) = ({token}, 1, 2)" in f.message
