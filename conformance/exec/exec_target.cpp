@@ -292,20 +292,6 @@ void reset_transport_stats(const std::string& command) {
 // --- the target ------------------------------------------------------------------------------------------
 namespace {
 
-// The batch as the protocol sends it. At step time a verify row's accepted count is not known yet (0).
-json rows_json(const std::vector<ref::TargetRow>& rows, bool at_step) {
-  json a = json::array();
-  for (const auto& r : rows)
-    a.push_back(json{{"slot", r.row.slot},
-                     {"write_slot", r.row.write_slot},
-                     {"T", r.row.T},
-                     {"token_offset", r.row.token_offset},
-                     {"accepted", at_step && r.kind == ref::RowKind::Verify ? 0 : r.row.accepted},
-                     {"kind", r.kind == ref::RowKind::Prefill ? "prefill" : "verify"},
-                     {"fresh", r.fresh}});
-  return a;
-}
-
 const Tensor& tensor(const Frame& f, const std::string& name, DType dtype, const Shape& shape, const std::string& field) {
   const auto it = f.tensors.find(name);
   require(it != f.tensors.end(), field, "is missing from the answer");
@@ -369,7 +355,7 @@ class ExecTarget : public ref::Target {
     const auto& cfg = s_.cfg;
     const std::int64_t N = inputs.empty() ? 0 : inputs[0].T;
     Frame f;
-    f.msg = json{{"op", "step"}, {"rows", rows_json(rows, true)}, {"total_tokens", N}};
+    f.msg = json{{"op", "step"}, {"rows", ref::rows_to_json(rows, true)}, {"total_tokens", N}};
     for (std::size_t l = 0; l < inputs.size(); ++l) {
       const auto& in = inputs[l];
       const std::string sfx = "." + std::to_string(l);
@@ -390,7 +376,7 @@ class ExecTarget : public ref::Target {
 
   void commit(const std::vector<ref::TargetRow>& rows) override {
     Frame f;
-    f.msg = json{{"op", "commit"}, {"rows", rows_json(rows, false)}};
+    f.msg = json{{"op", "commit"}, {"rows", ref::rows_to_json(rows, false)}};
     mutate(f, "commit");
   }
 

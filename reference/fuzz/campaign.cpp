@@ -146,7 +146,7 @@ FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress) {
   return rep;
 }
 
-std::string replay_dump(const std::string& path, const std::string& target, std::string* notes) {
+DumpedCase load_dump(const std::string& path) {
   const SafetensorsFile f = read_safetensors(path);
   auto meta = [&](const char* k) -> const std::string& {
     const auto it = f.metadata.find(k);
@@ -155,36 +155,44 @@ std::string replay_dump(const std::string& path, const std::string& target, std:
   };
   require(meta("schema") == "replayssm.fuzz_case", "__metadata__.schema", "is '", meta("schema"),
           "', expected replayssm.fuzz_case");
-  const auto sj = nlohmann::json::parse(meta("setup"));
-  ref::EngineSetup s;
-  s.cfg = config_from_json(sj.at("config"));
-  s.num_slots = sj.at("num_slots").get<std::int32_t>();
-  s.slot_stride = sj.at("slot_stride").get<std::int64_t>();
-  s.max_T = sj.at("max_T").get<std::int32_t>();
-  s.spec_ring = SpecRingGeometry{sj.at("ring_B").get<std::int32_t>(), sj.at("ring_T").get<std::int32_t>()};
-  s.recon = ref::parse_reconstruction(sj.at("recon").get<std::string>(), "__metadata__.setup.recon");
-  s.record_dtype = parse_dtype(sj.at("ring_record_dtype").get<std::string>());
-  s.page_tokens = sj.at("page_tokens").get<std::int32_t>();
-  s.poison = std::numeric_limits<float>::quiet_NaN();
-  for (int l = 0; l < s.cfg.num_layers; ++l) {
+  auto parse = [&](const char* k) {
+    try {
+      return nlohmann::json::parse(meta(k));
+    } catch (const nlohmann::json::exception& e) {
+      fail(std::string("__metadata__.") + k, "is not JSON: ", e.what());
+    }
+  };
+  std::vector<ref::LayerParams> params;
+  const auto sj = parse("setup");
+  const int L = sj.is_object() && sj.contains("config") ? config_from_json(sj.at("config")).num_layers : 0;
+  for (int l = 0; l < L; ++l) {
     const auto a = f.tensors.find("param.A_log." + std::to_string(l));
     const auto d = f.tensors.find("param.dt_bias." + std::to_string(l));
     require(a != f.tensors.end() && d != f.tensors.end(), "param." + std::to_string(l), "layer parameters missing");
-    s.params.push_back(ref::LayerParams{a->second.to_f32(), d->second.to_f32()});
+    params.push_back(ref::LayerParams{a->second.to_f32(), d->second.to_f32()});
   }
-  std::vector<ref::Cmd> cmds;
-  for (const auto& c : nlohmann::json::parse(meta("commands"))) cmds.push_back(ref::Cmd::from_json(c));
-  const std::string recorded = meta("target");
-  std::string use = recorded;
-  if (recorded.rfind("exec:", 0) == 0) {
-    require(!target.empty(), "target", "this case was judged against ", recorded,
+  DumpedCase c;
+  c.setup = ref::EngineSetup::from_json(sj, std::move(params), std::numeric_limits<float>::quiet_NaN(),
+                                        "__metadata__.setup");
+  for (const auto& j : parse("commands")) c.commands.push_back(ref::Cmd::from_json(j));
+  c.target = meta("target");
+  c.fault = ref::parse_fault(meta("fault"));
+  c.reason = meta("reason");
+  return c;
+}
+
+std::string replay_dump(const std::string& path, const std::string& target, std::string* notes) {
+  const DumpedCase c = load_dump(path);
+  std::string use = c.target;
+  if (c.target.rfind("exec:", 0) == 0) {
+    require(!target.empty(), "target", "this case was judged against ", c.target,
             "; a command is never taken from a file: give it again with --target exec:'...'");
   }
   if (!target.empty()) {
     use = target;
-    if (notes && target != recorded) *notes = "recorded target '" + recorded + "', replaying against '" + target + "'";
+    if (notes && target != c.target) *notes = "recorded target '" + c.target + "', replaying against '" + target + "'";
   }
-  return replay_sequence(s, use, ref::parse_fault(meta("fault")), cmds);
+  return replay_sequence(c.setup, use, c.fault, c.commands);
 }
 
 }  // namespace replayssm::fuzz

@@ -245,7 +245,25 @@ struct Resume : Restart {
   explicit Resume(const LifecycleModel& m) : Restart(m, Cmd::Kind::Resume, Status::Preempted) {}
 };
 
+// The stateful generator of every campaign: the abstract model's valid commands with these weights.
+rc::Gen<rc::state::Commands<Base>> command_gen(const LifecycleModel& m0) {
+  return rc::state::gen::commands(m0, rc::state::gen::execOneOfWithArgs<Admit, Admit, Step, Step, Step, Step, Step,
+                                                                          Step, Finish, Continue, Copy, Preempt, Resume>());
+}
+
 }  // namespace
+
+std::vector<ref::Cmd> generate_commands(std::int32_t num_slots, std::int32_t max_T, bool allow_copy,
+                                        std::uint64_t seed, int size) {
+  LifecycleModel m0;
+  m0.num_slots = num_slots;
+  m0.max_T = max_T;
+  m0.allow_copy = allow_copy;
+  const auto cmds = command_gen(m0)(rc::Random(seed), size).value();
+  std::vector<ref::Cmd> out;
+  for (const auto& c : cmds) out.push_back(dynamic_cast<const LifecycleCommand&>(*c).c);
+  return out;
+}
 
 void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, ref::Fault fault,
                      std::vector<ref::Cmd>* last_failure, std::string* last_reason, const LifecycleJudging& judging) {
@@ -255,9 +273,8 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
   LifecycleSut sut{ref::Judge(setup, target, fault, judging.tier), {}};
   m0.allow_copy = sut.judge.sut().target().implements_copy();
   try {
-    rc::state::check(m0, sut,
-                     rc::state::gen::execOneOfWithArgs<Admit, Admit, Step, Step, Step, Step, Step, Step, Finish,
-                                                       Continue, Copy, Preempt, Resume>());
+    const auto cmds = *command_gen(m0);
+    rc::state::runAll(cmds, m0, sut);
     // Coverage tags (printed by RapidCheck with the success message): sequence length and which
     // lifecycle events the case exercised.
     const auto& ex = sut.judge.executed();

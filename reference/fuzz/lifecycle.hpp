@@ -60,6 +60,12 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
                      std::vector<ref::Cmd>* last_failure = nullptr, std::string* last_reason = nullptr,
                      const LifecycleJudging& judging = {});
 
+// A command sequence drawn from the generator of check_lifecycle (same model, weights and edge cases),
+// deterministic in (seed, size): size bounds the sequence length as a campaign's --max-commands does. Trace
+// fixtures are made from it (trace_gen.hpp).
+std::vector<ref::Cmd> generate_commands(std::int32_t num_slots, std::int32_t max_T, bool allow_copy,
+                                        std::uint64_t seed, int size);
+
 // Replays a recorded command sequence on a fresh judge, with the bookkeeping model checked after every
 // command as in check_lifecycle; returns the first disagreement or "".
 std::string replay_sequence(const ref::EngineSetup& setup, const std::string& target, ref::Fault fault,

@@ -7,6 +7,8 @@
 #include "replayssm/mrope/mrope_fixture.hpp"
 #include "replayssm/reference/gdn.hpp"
 #include "replayssm/reference/inputs.hpp"
+#include "replayssm/reference/ring_fixture.hpp"
+#include "replayssm/reference/trace_replay.hpp"
 #include "replayssm/rng.hpp"
 
 namespace replayssm::ref {
@@ -334,15 +336,18 @@ nlohmann::json FixtureCheck::to_json() const {
   return nlohmann::json{{"path", path}, {"op", op}, {"ok", ok}, {"error", error}, {"tensors", ts}};
 }
 
-FixtureCheck check_fixture_file(const std::string& path) {
+FixtureCheck check_fixture_file(const std::string& path, std::optional<Tier> tier) {
   FixtureCheck r;
   r.path = path;
   try {
     const Fixture f = load_fixture(path);
     r.op = f.op;
+    if (f.op == kTraceOp) return check_trace_file(path, tier);
     std::map<std::string, Tensor> got;
     if (f.op.rfind("mrope.", 0) == 0) {
       got = mrope::fixture_outputs(f);
+    } else if (f.op == kRingStepOp) {
+      got = run_ring_step(f.config, f.tensors);
     } else {
       got = run_golden_op(f.op, f.config, f.tensors);
     }

@@ -36,6 +36,37 @@ nlohmann::json EngineSetup::to_json() const {
                         {"page_tokens", page_tokens}};
 }
 
+namespace {
+template <class T>
+T key(const nlohmann::json& j, const char* k, const std::string& field) {
+  require(j.is_object() && j.contains(k), field + "." + k, "is missing");
+  try {
+    return j.at(k).get<T>();
+  } catch (const nlohmann::json::exception& e) {
+    fail(field + "." + k, "is malformed: ", e.what());
+  }
+}
+}  // namespace
+
+EngineSetup EngineSetup::from_json(const nlohmann::json& j, std::vector<LayerParams> params, float poison,
+                                   const std::string& field) {
+  require(j.is_object(), field, "must be an object");
+  require(j.contains("config"), field + ".config", "is missing");
+  EngineSetup s;
+  s.cfg = config_from_json(j.at("config"));
+  s.num_slots = key<std::int32_t>(j, "num_slots", field);
+  s.slot_stride = key<std::int64_t>(j, "slot_stride", field);
+  s.max_T = key<std::int32_t>(j, "max_T", field);
+  s.spec_ring = SpecRingGeometry{key<std::int32_t>(j, "ring_B", field), key<std::int32_t>(j, "ring_T", field)};
+  s.recon = parse_reconstruction(key<std::string>(j, "recon", field), field + ".recon");
+  s.record_dtype = parse_dtype(key<std::string>(j, "ring_record_dtype", field), field + ".ring_record_dtype");
+  s.page_tokens = key<std::int32_t>(j, "page_tokens", field);
+  s.params = std::move(params);
+  s.poison = poison;
+  s.validate();
+  return s;
+}
+
 EngineSetup make_setup(const ModelConfig& cfg, std::uint64_t seed, std::int32_t num_slots, std::int32_t max_T) {
   EngineSetup s;
   s.cfg = cfg;

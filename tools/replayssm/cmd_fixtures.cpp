@@ -3,11 +3,16 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
 
 #include "commands.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/manifest.hpp"
+#include "replayssm/reference/trace.hpp"
 #include "replayssm/reference/golden.hpp"
+#include "replayssm/reference/ring_fixture.hpp"
+#include "trace_gen.hpp"
 
 namespace replayssm::cli {
 
@@ -32,11 +37,12 @@ std::vector<std::string> collect_fixtures(const std::vector<std::string>& args) 
 }
 
 // Checks every fixture; prints one line per fixture and per tensor; returns the number of failures.
-int check_and_print(const std::vector<std::string>& files, nlohmann::json* report, bool quiet) {
+int check_and_print(const std::vector<std::string>& files, nlohmann::json* report, bool quiet,
+                    std::optional<Tier> tier) {
   int failures = 0;
   auto arr = nlohmann::json::array();
   for (const auto& f : files) {
-    const auto r = ref::check_fixture_file(f);
+    const auto r = ref::check_fixture_file(f, tier);
     failures += r.ok ? 0 : 1;
     if (!quiet || !r.ok) {
       std::cout << (r.ok ? "ok   " : "FAIL ") << f << " (" << (r.op.empty() ? "?" : r.op) << ")\n";
@@ -52,10 +58,13 @@ int check_and_print(const std::vector<std::string>& files, nlohmann::json* repor
 void register_fixtures(CLI::App& app) {
   auto* fx = app.add_subcommand("fixtures", "Golden fixture files (safetensors, docs/fixture-format.md)");
   fx->require_subcommand(1);
-  auto* gen = fx->add_subcommand("generate", "Write the golden set of a model preset (or a golden matrix) into a directory");
+  auto* gen = fx->add_subcommand("generate", "Write the golden set of a model preset (or a golden matrix, its traces, its ring-step fixtures) into a directory");
   struct Opts {
     std::string preset = "qwen3.5", matrix, out;
     std::uint64_t seed = 20261129;
+    bool traces = false, ring = false;
+    int cases = fuzz::TraceSetOptions{}.cases, max_commands = fuzz::TraceSetOptions{}.max_commands,
+        slots = fuzz::TraceSetOptions{}.num_slots, max_T = fuzz::TraceSetOptions{}.max_T;
   };
   auto o = std::make_shared<Opts>();
   gen->add_option("--preset", o->preset, "Model preset (" + [] {
@@ -64,17 +73,60 @@ void register_fixtures(CLI::App& app) {
     return s + "); the set also holds the MRoPE fixtures (mrope/)";
   }())->capture_default_str();
   gen->add_option("--out", o->out, "Output directory (created if missing)")->required();
-  gen->add_option("--matrix", o->matrix, "Write a golden matrix instead of a preset's set (" + [] {
+  auto* matrix = gen->add_option("--matrix", o->matrix, "Write a golden matrix instead of a preset's set (" + [] {
     std::string s;
     for (const auto& n : ref::matrix_names()) s += (s.empty() ? "" : ", ") + n;
     return s;
   }() + "): shapes of public kernel test suites");
-  gen->add_option("--seed", o->seed, "Seed of all generated inputs")->capture_default_str();
+  gen->add_option("--seed", o->seed, "Seed of all generated inputs (and, with --traces, of the command sequences)")
+      ->capture_default_str();
+  auto* traces = gen->add_flag("--traces", o->traces,
+                               "Write lifecycle traces of the preset instead (op lifecycle.trace, docs/fixture-format.md "
+                               "section 9): command sequences of the fuzz generator with the oracle's results");
+  auto* ring = gen->add_flag("--ring", o->ring,
+                             "Write ring-step fixtures of the preset instead (op ring.step, docs/fixture-format.md "
+                             "section 10): one verify + commit of a spec-ring slot");
+  traces->excludes(matrix);
+  ring->excludes(matrix);
+  ring->excludes(traces);
+  gen->add_option("--cases", o->cases, "Traces to write (--traces)")->capture_default_str();
+  gen->add_option("--max-commands", o->max_commands, "Longest lifecycle command sequence of a trace (--traces)")
+      ->capture_default_str();
+  gen->add_option("--slots", o->slots, "State pool slots of a trace (--traces)")->capture_default_str();
+  gen->add_option("--max-T", o->max_T, "Largest verify window of a trace (--traces)")->capture_default_str();
   gen->callback([o] {
     if (!o->matrix.empty()) {
       const auto paths = ref::write_matrix_set(o->matrix, o->seed, o->out);
       std::cout << "wrote " << paths.size() << " fixtures for matrix " << o->matrix << " (seed " << o->seed
                 << ") to " << o->out << "\n";
+      return;
+    }
+    if (o->ring) {
+      const auto paths = ref::write_ring_set(preset(o->preset), o->seed, o->out);
+      std::cout << "wrote " << paths.size() << " ring-step fixtures for preset " << o->preset << " (seed " << o->seed
+                << ") to " << o->out << "\n";
+      return;
+    }
+    if (o->traces) {
+      fuzz::TraceSetOptions t;
+      t.cfg = preset(o->preset);
+      t.seed = o->seed;
+      t.cases = o->cases;
+      t.max_commands = o->max_commands;
+      t.num_slots = o->slots;
+      t.max_T = o->max_T;
+      const auto paths = fuzz::write_trace_set(t, o->out);
+      std::set<std::string> covered;
+      for (const auto& p : paths) {
+        const auto c = fuzz::trace_coverage(ref::load_trace(p));
+        covered.insert(c.begin(), c.end());
+      }
+      std::string missing;
+      for (const auto& g : fuzz::trace_coverage_goal())
+        if (!covered.count(g)) missing += (missing.empty() ? "" : ", ") + g;
+      std::cout << "wrote " << paths.size() << " traces for preset " << o->preset << " (seed " << o->seed << ") to "
+                << o->out << "\n";
+      if (!missing.empty()) std::cout << "note: these traces do not cover " << missing << "\n";
       return;
     }
     const auto paths = ref::write_golden_set(preset(o->preset), o->seed, o->out);
@@ -109,14 +161,19 @@ void register_check(CLI::App& app) {
   auto paths = std::make_shared<std::vector<std::string>>();
   auto json_out = std::make_shared<std::string>();
   auto quiet = std::make_shared<bool>(false);
+  auto tier = std::make_shared<std::string>();
   chk->add_option("paths", *paths, "Fixture files or directories (searched recursively)")->required();
+  chk->add_option("--tier", *tier,
+                  "Judge the oracle's replay of traces at this precision tier (fp32, tf32, bf16) instead of their "
+                  "stored tolerance (exact)");
   chk->add_option("--json", *json_out, "Write a machine-readable report to this file");
   chk->add_flag("--quiet", *quiet, "Print failing fixtures only");
-  chk->callback([paths, json_out, quiet] {
+  chk->callback([paths, json_out, quiet, tier] {
     const auto files = collect_fixtures(*paths);
     require(!files.empty(), "paths", "no .safetensors files found");
     nlohmann::json rep;
-    const int failures = check_and_print(files, &rep, *quiet);
+    const int failures =
+        check_and_print(files, &rep, *quiet, tier->empty() ? std::nullopt : std::optional<Tier>(parse_tier(*tier, "tier")));
     std::cout << (files.size() - failures) << " passed, " << failures << " failed\n";
     if (!json_out->empty()) {
       std::ofstream(*json_out) << nlohmann::json{{"fixtures", rep}, {"passed", files.size() - failures},

@@ -4,9 +4,15 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
+
+namespace replayssm {
+enum class Tier : std::uint8_t;  // replayssm/tier.hpp (not included: its config.hpp names clash in cmd_mrope.cpp)
+}
 
 namespace replayssm::cli {
 
@@ -25,6 +31,8 @@ void register_mrope(CLI::App& app);     // mrope positions / presets (cmd_mrope.
 std::vector<std::string> collect_fixtures(const std::vector<std::string>& args);
 // Checks every fixture and prints one line per fixture and per tensor (with `quiet`, failing fixtures only);
 // stores the JSON results in *report when non-null and returns the number of failures.
-int check_and_print(const std::vector<std::string>& files, nlohmann::json* report, bool quiet);
+// Traces are judged at `tier` when given (their stored tolerance otherwise).
+int check_and_print(const std::vector<std::string>& files, nlohmann::json* report, bool quiet,
+                    std::optional<Tier> tier = std::nullopt);
 
 }  // namespace replayssm::cli

@@ -33,6 +33,19 @@ d="$(ls "$WORK"/d/*.safetensors | head -1)"
 [ -n "$d" ] || fail "no dump written"
 "$BIN" fuzz --replay "$d" >/dev/null; rc=$?
 [ $rc -eq 1 ] || fail "replayed dump should still fail, got $rc"
+# Traces: generated, checked clean, a changed expectation fails naming the command; a fuzz failure exports one.
+"$BIN" fixtures generate --traces --preset tiny-gdn --cases 1 --out "$WORK/t" >/dev/null || fail "trace generate failed"
+"$BIN" check "$WORK/t" >/dev/null || fail "fresh traces do not check clean"
+"$BIN" fixtures generate --ring --preset tiny-kda --out "$WORK/r" >/dev/null || fail "ring generate failed"
+"$BIN" check "$WORK/r" >/dev/null || fail "fresh ring-step fixtures do not check clean"
+"$BIN" fuzz --target replay --preset tiny-gdn --cases 100 --fault off_by_one_accepted --dump-dir "$WORK/e" \
+  --export-trace "$WORK/e/case.safetensors" >/dev/null 2>&1; rc=$?
+[ $rc -eq 1 ] && [ -s "$WORK/e/case.safetensors" ] || fail "fuzz --export-trace wrote no trace (rc $rc)"
+"$BIN" check "$WORK/e/case.safetensors" >/dev/null || fail "an exported trace does not check clean"
+e="$(ls "$WORK"/e/fuzz-failure-*.safetensors | head -1)"
+"$BIN" fuzz --replay "$e" --export-trace "$WORK/e/again.safetensors" >/dev/null; rc=$?
+[ $rc -eq 1 ] && cmp -s "$WORK/e/case.safetensors" "$WORK/e/again.safetensors" || \
+  fail "--replay --export-trace: expected the failing replay (rc $rc) and the same trace bytes"
 "$BIN" conform --preset tiny-kda --cases 10 --json "$WORK/conform.json" >/dev/null 2>&1 || fail "conform on tiny-kda failed"
 grep -q '"ok": true' "$WORK/conform.json" || fail "conform JSON does not say ok"
 echo "cli_smoke: ok"

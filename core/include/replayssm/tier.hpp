@@ -19,6 +19,11 @@ namespace replayssm {
 
 enum class Tier : std::uint8_t { Fp32, Tf32, Bf16 };
 
+// Version of the tier vocabulary: the names below and the formulas of tier_tolerance. It changes whenever a
+// name is added or removed or a formula changes, so a file that records judging at a tier (trace fixtures)
+// can say which vocabulary it means and a reader can refuse one it does not know.
+inline constexpr const char* kTierVocabularyVersion = "1";
+
 std::string to_string(Tier t);                                          // "fp32", "tf32", "bf16"
 Tier parse_tier(const std::string& s, const std::string& field = "tier");  // Error(field) listing the names
 std::vector<Tier> all_tiers();

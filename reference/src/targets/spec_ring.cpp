@@ -2,10 +2,9 @@
 // records (u, k, g) with base / write_pos / is_flush cursors (core SpecRingGeometry, spec_ring_commit). A
 // verify reads the checkpoint and the committed history; on a flush step it first folds the history into
 // the checkpoint. Carries the teeth catalogue's ring faults.
-#include <limits>
-
 #include "pooled.hpp"
 #include "replayssm/error.hpp"
+#include "replayssm/reference/spec_ring.hpp"
 
 namespace replayssm::ref {
 
@@ -22,11 +21,10 @@ class SpecRingTarget : public PooledTarget {
     PooledTarget::setup(s);
     s_.spec_ring.validate();
     require(s_.spec_ring.T >= s_.max_T, "ring.T", "must be >= max_T (", s_.max_T, "), got ", s_.spec_ring.T);
-    P_ = s_.spec_ring.physical();
     cursors_.assign(static_cast<std::size_t>(s.num_slots), spec_ring_reset(s_.spec_ring));
     records_.assign(static_cast<std::size_t>(s.num_slots),
                     std::vector<std::vector<Record>>(static_cast<std::size_t>(s.cfg.num_layers),
-                                                     std::vector<Record>(static_cast<std::size_t>(P_))));
+                                                     std::vector<Record>(static_cast<std::size_t>(s_.spec_ring.physical()))));
   }
   void allocate(std::int32_t slot) override {
     if (fault_ != Fault::StaleCursorOnSlotReuse) cursors_.at(static_cast<std::size_t>(slot)) = spec_ring_reset(s_.spec_ring);
@@ -71,24 +69,11 @@ class SpecRingTarget : public PooledTarget {
     cursors_[static_cast<std::size_t>(dst)] = cursors_[static_cast<std::size_t>(src)];
   }
   std::vector<float> committed_state(std::int32_t layer, std::int32_t slot) const override {
-    const auto hist = history(layer, slot);
-    for (const Record* h : hist)
-      if (h->u.empty()) return std::vector<float>(static_cast<std::size_t>(s_.cfg.state_elems()),
-                                                  std::numeric_limits<float>::quiet_NaN());  // never written
-    return reconstruct(s_.cfg, get(layer, slot), hist, s_.recon);
+    return spec_ring_committed_state(s_.cfg, s_.spec_ring, cursors_.at(static_cast<std::size_t>(slot)), get(layer, slot),
+                                     records_[static_cast<std::size_t>(slot)][static_cast<std::size_t>(layer)], s_.recon);
   }
 
  private:
-  std::size_t phys(std::int32_t logical) const { return static_cast<std::size_t>(logical & (P_ - 1)); }
-  // The committed records of a slot, oldest first.
-  std::vector<const Record*> history(std::int32_t layer, std::int32_t slot) const {
-    const auto& cur = cursors_.at(static_cast<std::size_t>(slot));
-    const auto& rec = records_[static_cast<std::size_t>(slot)][static_cast<std::size_t>(layer)];
-    std::vector<const Record*> hist;
-    for (std::int32_t c = 0; c < cur.write_pos; ++c) hist.push_back(&rec[phys(cur.base + c)]);
-    return hist;
-  }
-
   // Prefill writes the checkpoint directly, all tokens committed, rounded once; the ring is empty here
   // because allocation reset it (cursors are per slot and reset exactly once, when the slot is allocated).
   std::vector<float> prefill(std::int32_t l, const TargetRow& r, const SequenceInputs& in) {
@@ -102,38 +87,17 @@ class SpecRingTarget : public PooledTarget {
   }
 
   std::vector<float> verify(std::int32_t l, const TargetRow& r, const SequenceInputs& in) {
-    const auto& cfg = s_.cfg;
     const auto slot = static_cast<std::size_t>(r.row.slot);
     const SpecRingCursors cur = cursors_[slot];
-    auto& rec = records_[slot][static_cast<std::size_t>(l)];
-    std::vector<const Record*> hist = history(l, r.row.slot);
-    std::vector<float> base_state = get(l, r.row.slot);
-    if (cur.is_flush) {  // fold the committed history into the checkpoint first
-      base_state = reconstruct(cfg, base_state, hist, s_.recon);
-      round_to_state_dtype(cfg, base_state);
-      put(l, r.row.slot, base_state);
-      hist.clear();
-    }
-    std::vector<Record> window(static_cast<std::size_t>(r.row.T));
-    std::vector<float> o_all;
-    for (int s = 0; s < r.row.T; ++s) {
-      std::vector<const Record*> list = hist;
-      for (int j = 0; j < s; ++j) list.push_back(&window[static_cast<std::size_t>(j)]);
-      std::vector<float> S = reconstruct(cfg, base_state, list, s_.recon);
-      auto o = ring_token(cfg, s_.params[static_cast<std::size_t>(l)], in, s, S, window[static_cast<std::size_t>(s)], s_.recon);
-      round_record(window[static_cast<std::size_t>(s)], s_.record_dtype);
-      o_all.insert(o_all.end(), o.begin(), o.end());
-    }
-    // Window records go right after the (possibly folded) history, never over a live record.
-    const std::int32_t start =
-        (fault_ == Fault::FlushOverwritesLiveRecord && cur.is_flush) ? cur.base : cur.base + cur.write_pos;
-    for (int s = 0; s < r.row.T; ++s) rec[phys(start + s)] = window[static_cast<std::size_t>(s)];
-    round_to_act_dtype(cfg, o_all);
-    return o_all;
+    std::vector<float> checkpoint = get(l, r.row.slot);
+    const SpecRingStepOptions opt{s_.recon, s_.record_dtype, fault_ == Fault::FlushOverwritesLiveRecord};
+    auto o = spec_ring_verify(s_.cfg, s_.params[static_cast<std::size_t>(l)], s_.spec_ring, cur, in, checkpoint,
+                              records_[slot][static_cast<std::size_t>(l)], opt);
+    if (cur.is_flush) put(l, r.row.slot, checkpoint);  // the history was folded into the checkpoint
+    return o;
   }
 
   Fault fault_;
-  std::int32_t P_ = 1;
   std::vector<SpecRingCursors> cursors_;                   // per slot (shared by all layers)
   std::vector<std::vector<std::vector<Record>>> records_;  // [slot][layer][physical position]
 };

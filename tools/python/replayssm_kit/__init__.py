@@ -12,6 +12,9 @@ script with `raise SystemExit(rk.serve(MyTarget()))`, and run
 `replayssm fuzz --target exec:'python3 my_target.py' --preset tiny-gdn` (or pytest_helper.fuzz_target).
 rk.read_frame / rk.write_frame / rk.digest64 are the protocol's frames and digest for other tools.
 
+Trace fixtures, the lifecycle without the CLI: replay_trace(path, MyTarget()) makes the recorded calls and checks
+outputs, committed states and untouched slots at the tier the target claims (replayssm_kit.replay).
+
 See docs/peer-conformance.md for the engine-side recipes, tools/python/examples/numpy_replay.py for a complete
 target, and pytest_helper for parametrized tests.
 """
@@ -19,12 +22,17 @@ target, and pytest_helper for parametrized tests.
 from .compare import Report, Tolerance, compare
 from .fixture import (CheckResult, Fixture, FixtureError, find_fixtures, load_fixture, read_op, save_fixture)
 from .protocol import Frame, ProtocolError, digest64, read_frame, write_frame
+from .replay import CommandResult, TraceResult, replay_trace
 from .safetensors_io import bf16_bits_to_f32, f32_to_bf16_bits, read_safetensors, write_safetensors
 from .target import Row, Target, TargetError, serve
+from .tiers import TIER_VOCABULARY, tier_tolerance
+from .trace import Trace, TraceError, find_traces, load_trace
 
 __all__ = [
-    "CheckResult", "Fixture", "FixtureError", "Frame", "ProtocolError", "Report", "Row", "Target", "TargetError",
-    "Tolerance", "bf16_bits_to_f32", "compare", "digest64", "f32_to_bf16_bits", "find_fixtures", "load_fixture",
-    "read_frame", "read_op", "read_safetensors", "save_fixture", "serve", "write_frame", "write_safetensors",
+    "CheckResult", "CommandResult", "Fixture", "FixtureError", "Frame", "ProtocolError", "Report", "Row",
+    "TIER_VOCABULARY", "Target", "TargetError", "Tolerance", "Trace", "TraceError", "TraceResult",
+    "bf16_bits_to_f32", "compare", "digest64", "f32_to_bf16_bits", "find_fixtures", "find_traces", "load_fixture",
+    "load_trace", "read_frame", "read_op", "read_safetensors", "replay_trace", "save_fixture", "serve",
+    "tier_tolerance", "write_frame", "write_safetensors",
 ]
-__version__ = "0.2.0"
+__version__ = "0.3.0"

@@ -6,8 +6,9 @@ Both sides are widened to binary64 first.
                           same NaN bit pattern);
   allclose(atol=A,rtol=R) every element |got - ref| <= A + R * |ref|;
   rel_rms(Q)              sqrt(sum (got - ref)^2 / sum ref^2) <= Q over the finite elements;
-  budget(rel_rms=Q,atol=A) RMS(got - ref) <= Q * max(1, RMS(ref)) AND every element |got - ref| <= A (the
-                          precision tiers' form, tier.py).
+  budget(rel_rms=Q,atol=A) both RMS(got - ref) <= Q * max(1, RMS(ref)) (RMS over all n elements, the squares
+                          summed over the finite ones) and every element |got - ref| <= A: the precision
+                          tiers' form (replayssm_kit.tiers).
 Non-finite values: for allclose and rel_rms a NaN in both is accepted, any other non-finite value must be
 identical in both; a NaN where ref is finite always fails. When ref is all zeros, rel_rms requires got to be
 all zeros too. Every report names the worst element.
@@ -65,8 +66,8 @@ class Tolerance:
         m = _BUDGET.fullmatch(text)
         if m:
             return Tolerance("budget", ratio=_number(m.group(1), text), atol=_number(m.group(2), text))
-        raise ValueError(f"cannot parse tolerance '{text}' (expected exact, allclose(atol=A,rtol=R), rel_rms(Q) "
-                         "or budget(rel_rms=Q,atol=A))")
+        raise ValueError(f"cannot parse tolerance '{text}' (expected exact, allclose(atol=A,rtol=R), rel_rms(Q) or "
+                         f"budget(rel_rms=Q,atol=A))")
 
     def __str__(self) -> str:
         if self.kind == "allclose":
@@ -143,7 +144,7 @@ def compare(ref, got, tol: Tolerance | str) -> Report:
     ok = mismatches == 0
     if tol.kind == "rel_rms" and not rel <= tol.ratio:
         ok = False
-    if tol.kind == "budget" and n and not math.sqrt(sum_d2 / n) <= tol.ratio * max(1.0, math.sqrt(sum_r2 / n)):
+    if tol.kind == "budget" and n > 0 and not math.sqrt(sum_d2 / n) <= tol.ratio * max(1.0, math.sqrt(sum_r2 / n)):
         ok = False
     r = Report(ok, count=n, mismatches=mismatches, rel_rms=rel, worst_excess=worst_excess)
     r.max_abs = float(d.max()) if n else 0.0

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .tier import is_state_tensor, tier_tolerance
+from .tiers import is_state_tensor, tier_tolerance
 from .compare import Report, Tolerance, compare
 from .safetensors_io import FLOAT_DTYPES, read_safetensors, write_safetensors
 
@@ -139,7 +139,7 @@ class Fixture:
     def compare_outputs(self, got: dict, tier: str | None = None) -> CheckResult:
         """Compares results (out.* names, with or without the prefix) with the expected tensors, under the
         fixture's stored tolerance (its fp32-tier bound) or, when a precision tier is claimed, under that
-        tier's bound for the fixture's shapes (tier.py); the report names both. Fixtures without a GDN/KDA
+        tier's bound for the fixture's shapes (tiers.py); the report names both. Fixtures without a GDN/KDA
         model configuration (MRoPE) keep their stored tolerance."""
         result = CheckResult(self.path, self.op)
         normalized = {}

@@ -10,6 +10,10 @@
     def test_my_kernel_lifecycle(preset):
         fuzz_target("python3 my_kernel_target.py", preset=preset)   # serves replayssm_kit.target.Target
 
+    @pytest.mark.parametrize("trace", trace_params("path/to/traces"))
+    def test_my_kernel_traces(trace):
+        assert_trace_passes(trace, MyKernelTarget())  # a replayssm_kit.target.Target, no CLI needed
+
 Each fixture parameter is a lazily loaded Fixture; the test id is the fixture path relative to the directory.
 fuzz_target runs `replayssm fuzz --target exec:...` (the CLI from $REPLAYSSM_CLI or PATH; skipped without it).
 """
@@ -53,6 +57,39 @@ def fixture_params(root: str, ops=None, select=None):
         raise ValueError(f"no fixtures selected under {root!r} (ops={ops!r})")
     base = root if os.path.isdir(root) else os.path.dirname(root)
     return [pytest.param(LazyFixture(p), id=os.path.relpath(p, base)) for p in paths]
+
+
+# --- trace fixtures: the judge without the CLI -----------------------------------------------------------------
+def trace_params(root: str, select=None):
+    """pytest parameters (pytest.param(path, id=relative path)) for every trace fixture under root (other
+    fixtures are skipped), filtered by select(path) -> bool. An empty selection raises ValueError."""
+    import pytest
+
+    from .trace import find_traces
+
+    paths = find_traces(root)
+    if select is not None:
+        paths = [p for p in paths if select(p)]
+    if not paths:
+        raise ValueError(f"no trace fixtures selected under {root!r}")
+    base = root if os.path.isdir(root) else os.path.dirname(root)
+    return [pytest.param(p, id=os.path.relpath(p, base)) for p in paths]
+
+
+def assert_trace_passes(trace, target, tier=None):
+    """replay_trace(trace, target, tier): pytest.skip when the target's capabilities do not cover the trace
+    (never a pass), pytest.fail with the failing command, the worst element and the judged tolerance on a
+    failure; returns the result."""
+    import pytest
+
+    from .replay import replay_trace
+
+    result = replay_trace(trace, target, tier)
+    if not result.covered:
+        pytest.skip(result.summary())
+    if not result.ok:
+        pytest.fail(result.summary(), pytrace=False)
+    return result
 
 
 # --- judging an implementation in its own process through `replayssm fuzz` ---------------------------------

@@ -15,7 +15,7 @@ import traceback
 import numpy as np
 
 from .convert import ConversionError, to_wire
-from .protocol import (PROTOCOL_NAME, VERSION, ProtocolError, digest64, digest_rows, hex64, parse_hex64,
+from .protocol import (PROTOCOL_NAME, VERSION, Frame, ProtocolError, digest64, digest_rows, hex64, parse_hex64,
                        read_frame, write_frame)
 from .session import Session, integer, parse_rows
 from .target import Target, TargetError
@@ -180,6 +180,25 @@ class _Loop:
                 raise
             if status is not None:
                 return status
+
+
+class InProcess:
+    """The request loop of serve() without a pipe: the same command handling, checks and conversions, called
+    directly (replayssm_kit.trace replays trace fixtures through it).
+
+        loop = InProcess(my_target)
+        answer, tensors = loop.call({"op": "hello", "protocol": "replayssm.target", "version": [1, 0]})
+
+    call() takes a command message and its tensors (name -> float32 array, with their protocol dtype names in
+    `dtypes`) and returns the answer message and its tensors (name -> (array in the stored form of its dtype:
+    float32 for F32, uint16 bits for BF16, dtype name)), or None."""
+
+    def __init__(self, target: Target):
+        self._loop = _Loop(target, None)
+
+    def call(self, msg: dict, tensors: dict | None = None, dtypes: dict | None = None):
+        answer, wire, _ = self._loop.answer(Frame(msg, tensors or {}, dtypes or {}))
+        return answer, wire
 
 
 @contextlib.contextmanager

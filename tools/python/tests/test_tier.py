@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from replayssm_kit.compare import Tolerance, compare
-from replayssm_kit.tier import tier_tolerance, unit_roundoff
+from replayssm_kit.tiers import tier_tolerance, unit_roundoff
 
 QWEN35 = {"act_dtype": "BF16", "state_dtype": "F32", "round_beta_to_act": False, "K": 128}
 

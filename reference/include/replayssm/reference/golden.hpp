@@ -76,7 +76,10 @@ std::vector<GoldenCase> matrix_cases(const std::string& name, std::uint64_t seed
 
 }  // namespace replayssm::ref
 
+#include <optional>
+
 #include "replayssm/fixture.hpp"
+#include "replayssm/tier.hpp"
 
 namespace replayssm::ref {
 
@@ -101,9 +104,10 @@ struct FixtureCheck {
   nlohmann::json to_json() const;
 };
 
-// Re-runs the reference on a fixture's inputs and compares every out.* tensor under its tolerance.
+// Re-runs the reference on a fixture's inputs and compares every out.* tensor under its tolerance; a trace
+// (op lifecycle.trace) is replayed through the oracle (trace_replay.hpp), at `tier` when given (traces only).
 // Never throws for a bad file: the problem is reported in FixtureCheck::error.
-FixtureCheck check_fixture_file(const std::string& path);
+FixtureCheck check_fixture_file(const std::string& path, std::optional<Tier> tier = std::nullopt);
 
 // MRoPE fixtures ("mrope.rotary": positions, delta and rotated q/k of one generated multimodal request per
 // MRoPE preset, see replayssm/mrope/mrope_fixture.hpp) written into dir; write_golden_set includes them under

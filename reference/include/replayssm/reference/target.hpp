@@ -43,7 +43,11 @@ struct EngineSetup {
   float poison = 0.0f;              // value the pools start with (NaN by default, see make_setup)
 
   void validate() const;
-  nlohmann::json to_json() const;   // everything but params (regenerated from seed)
+  nlohmann::json to_json() const;   // everything but params and poison (the protocol's `setup` object)
+  // The inverse of to_json with the given layer parameters and poison value; Error("<field>.<key>") for a
+  // missing or malformed key, then validate().
+  static EngineSetup from_json(const nlohmann::json& j, std::vector<LayerParams> params, float poison,
+                               const std::string& field = "setup");
   PoolGeometry pool_geometry() const { return PoolGeometry{cfg.num_layers, num_slots, slot_stride}; }
   // Rows one step can hold: every slot plus up to 8 PAD rows.
   std::int32_t max_rows() const { return num_slots + 8; }
@@ -63,6 +67,13 @@ struct TargetRow {
   RowKind kind = RowKind::Verify;
   bool fresh = false;
 };
+
+// The protocol's JSON form of a batch (docs/target-protocol.md, "Rows of a step"): one object per row with
+// slot, write_slot, T, token_offset, accepted, kind ("verify" / "prefill") and fresh. At step time a verify
+// row's accepted count is not known yet and is sent as 0 (at_step); a commit sends the rows as given.
+nlohmann::json rows_to_json(const std::vector<TargetRow>& rows, bool at_step);
+// Reads rows_to_json's form back; Error("<field>[i].<key>") for a missing or malformed key.
+std::vector<TargetRow> rows_from_json(const nlohmann::json& j, const std::string& field = "rows");
 
 // Elementwise bound for a non-bit-exact target relative to the largest reference magnitude `scale`:
 // allclose(atol = 2^-6 * max(1, scale), rtol = 0) — several bf16 roundings (2^-9 each) made at different

@@ -1,0 +1,98 @@
+// Trace sets, exported fuzz cases and what a trace covers (trace_gen.hpp).
+#include "trace_gen.hpp"
+
+#include <filesystem>
+
+#include "lifecycle.hpp"
+#include "replayssm/error.hpp"
+#include "replayssm/reference/recording_target.hpp"
+#include "replayssm/rng.hpp"
+
+namespace replayssm::fuzz {
+
+ref::Trace make_set_trace(const TraceSetOptions& o, int j) {
+  o.cfg.validate();
+  require(o.max_commands >= 1 && o.max_commands <= 10000, "max-commands", "must be in [1, 10000], got ",
+          o.max_commands);
+  require(o.num_slots >= 1 && o.num_slots <= 4096, "slots", "must be in [1, 4096], got ", o.num_slots);
+  require(o.max_T >= 1 && o.max_T <= 64, "max-T", "must be in [1, 64], got ", o.max_T);
+  const std::uint64_t case_seed = derive_seed(o.seed, static_cast<std::uint64_t>(j) + 1);
+  const auto setup = ref::make_setup(o.cfg, case_seed, o.num_slots, o.max_T);
+  const auto cmds = generate_commands(o.num_slots, o.max_T, true, case_seed, o.max_commands);
+  const std::string source = "replayssm fixtures generate --traces --preset " + o.cfg.name + " --seed " +
+                             std::to_string(o.seed) + " --max-commands " + std::to_string(o.max_commands) +
+                             " --slots " + std::to_string(o.num_slots) + " --max-T " + std::to_string(o.max_T) +
+                             " (candidate " + std::to_string(j) + ")";
+  return ref::record_trace(setup, cmds, case_seed, source);
+}
+
+std::vector<std::string> write_trace_set(const TraceSetOptions& o, const std::string& dir) {
+  require(o.cases >= 1, "cases", "must be >= 1, got ", o.cases);
+  std::filesystem::create_directories(dir);
+  // Candidates j = 0, 1, ... in order; while the set does not cover trace_coverage_goal(), a candidate is
+  // taken only if it adds to what the set covers (at most kCandidates are looked at); once it does, or
+  // when no candidate is left to look at, candidates are taken as they come.
+  constexpr int kCandidates = 256;
+  const auto goal = trace_coverage_goal();
+  std::set<std::string> covered;
+  std::vector<std::string> paths;
+  for (int j = 0; static_cast<int>(paths.size()) < o.cases; ++j) {
+    ref::Trace t = make_set_trace(o, j);
+    const auto c = trace_coverage(t);
+    bool adds = false;
+    for (const auto& x : c) adds = adds || (goal.count(x) && !covered.count(x));
+    bool complete = true;
+    for (const auto& g : goal) complete = complete && covered.count(g);
+    if (!adds && !complete && j < kCandidates) continue;
+    covered.insert(c.begin(), c.end());
+    const auto path = (std::filesystem::path(dir) / (o.cfg.name + "__trace__" + std::to_string(paths.size()) +
+                                                     ".safetensors")).string();
+    save_fixture(path, ref::trace_to_fixture(t));
+    paths.push_back(path);
+  }
+  return paths;
+}
+
+void export_trace(const DumpedCase& c, const std::string& path, const std::string& source) {
+  const auto dir = std::filesystem::path(path).parent_path();
+  if (!dir.empty()) std::filesystem::create_directories(dir);
+  save_fixture(path, ref::trace_to_fixture(ref::record_trace(c.setup, c.commands, 0, source)));
+}
+
+std::string trace_source_of_dump(const std::string& dump_path) {
+  return "the shrunk failing case of fuzz dump " + std::filesystem::path(dump_path).filename().string();
+}
+
+std::set<std::string> trace_coverage(const ref::Trace& t) {
+  std::set<std::string> s;
+  for (const auto& c : t.lifecycle) {
+    const std::string k = c.to_json().at("kind").get<std::string>();
+    s.insert("lifecycle." + k);
+  }
+  for (const auto& c : t.commands) {
+    s.insert(c.op_name());
+    if (!c.kept.empty()) s.insert("commit.kept");
+    for (std::size_t i = 0; i < c.rows.size(); ++i) {
+      const auto& r = c.rows[i];
+      if (r.row.slot == kPadSlot) {
+        s.insert("pad");
+        continue;
+      }
+      if (c.op == ref::TraceCommand::Op::Step && r.kind == ref::RowKind::Prefill)
+        s.insert(r.fresh ? "prefill.fresh" : "prefill.chunk");
+      if (c.op != ref::TraceCommand::Op::Commit || r.kind != ref::RowKind::Verify) continue;
+      const auto n = r.row.accepted, T = r.row.T;
+      s.insert(n == 0 ? "verify.n=0" : n == T ? "verify.n=T" : "verify.0<n<T");
+      if (c.notes[i].stop_at > 0) s.insert("verify.early_stop");
+    }
+  }
+  return s;
+}
+
+std::set<std::string> trace_coverage_goal() {
+  return {"allocate", "step", "commit", "copy_slot", "commit.kept", "pad", "prefill.fresh", "prefill.chunk",
+          "verify.n=0", "verify.0<n<T", "verify.n=T", "verify.early_stop", "lifecycle.admit", "lifecycle.step",
+          "lifecycle.finish", "lifecycle.continue", "lifecycle.copy", "lifecycle.preempt", "lifecycle.resume"};
+}
+
+}  // namespace replayssm::fuzz

@@ -1,0 +1,48 @@
+// Trace fixtures from the lifecycle generator (trace.hpp): `replayssm fixtures generate --traces` and
+// `replayssm fuzz --export-trace`. Sequences come from the campaigns' own stateful generator
+// (generate_commands), so a trace exercises what a campaign does; the recording oracle supplies the
+// expectations (record_trace).
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "campaign.hpp"
+#include "replayssm/reference/trace.hpp"
+
+namespace replayssm::fuzz {
+
+struct TraceSetOptions {
+  ModelConfig cfg;
+  std::uint64_t seed = 20261129;
+  int cases = 3;           // traces written
+  int max_commands = 20;   // the generator's size: longest lifecycle sequence
+  int num_slots = 3;
+  int max_T = 4;
+};
+
+// Candidate j of a set: setup and sequence seeded by derive_seed(seed, j + 1).
+ref::Trace make_set_trace(const TraceSetOptions& o, int j);
+// Writes `cases` traces into dir (created if needed) as <cfg.name>__trace__<i>.safetensors, each atomically and
+// the same bytes for the same options. Candidates are looked at in order; until the set covers
+// trace_coverage_goal(), only one that adds to its coverage is taken (up to 256 candidates), then any. Returns
+// the paths.
+std::vector<std::string> write_trace_set(const TraceSetOptions& o, const std::string& dir);
+
+// The trace of a dumped failing case (the shrunk sequence, recorded from the oracle: it passes for a correct
+// implementation and fails where the dumped target failed). Written atomically to path.
+void export_trace(const DumpedCase& c, const std::string& path, const std::string& source);
+// The trace's source text for a dump: its file name only, so the same dump exports the same bytes wherever it
+// lies and whichever command exported it.
+std::string trace_source_of_dump(const std::string& dump_path);
+
+// What a trace exercises: its target commands ("allocate", "step", "commit", "copy_slot"), its lifecycle
+// commands ("lifecycle.admit", ...) and the row cases ("prefill.fresh", "prefill.chunk", "verify.n=0",
+// "verify.0<n<T", "verify.n=T", "verify.early_stop", "pad", "commit.kept").
+std::set<std::string> trace_coverage(const ref::Trace& t);
+// Everything trace_coverage can report: the set a committed collection of traces must cover.
+std::set<std::string> trace_coverage_goal();
+
+}  // namespace replayssm::fuzz

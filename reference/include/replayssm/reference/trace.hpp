@@ -1,0 +1,81 @@
+// replayssm/reference/trace.hpp — trace fixtures (op "lifecycle.trace", docs/fixture-format.md section 9): a
+// command sequence at the level of the Target interface (setup, allocate, step, commit, copy_slot) with the
+// oracle's results, so an implementation can be judged by replaying the file alone, without the engine, the
+// oracle or a build of this project (the Python kit does it: replayssm_kit.trace).
+//
+// After every command a trace states what the judge checks (docs/lifecycle.md): the step's outputs, the
+// committed state of every resident slot in every layer (the oracle's values), the slots that must stay
+// bitwise unchanged (the write-set rule) and, for a commit, the slots whose n = 0 left them unchanged since
+// before the step. Recording: recording_target.hpp; checking an implementation: trace_replay.hpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "replayssm/fixture.hpp"
+#include "replayssm/reference/command.hpp"
+#include "replayssm/reference/target.hpp"
+
+namespace replayssm::ref {
+
+inline constexpr const char* kTraceOp = "lifecycle.trace";
+// __metadata__.trace_version "MAJOR.MINOR": readers refuse an unknown major; a minor only adds optional keys.
+inline constexpr int kTraceMajor = 1, kTraceMinor = 0;
+// __metadata__.pad_rule: the oracle writes zeros for PAD rows; they are compared (exact zeros) only for an
+// implementation that claims pad_outputs_zero (docs/target-protocol.md, "PAD rows").
+inline constexpr const char* kPadRuleZerosIfClaimed = "zeros_if_claimed";
+
+// The semantic annotation of a step row: the request it belongs to (-1 for a PAD row) and, for a verify row,
+// the early-stop position s (1..n: the commit is trimmed to s tokens and the request ends; 0: none).
+struct TraceRowNote {
+  std::int32_t request = -1;
+  std::int32_t stop_at = 0;
+};
+
+struct StateExpectation {
+  std::int32_t layer = 0;
+  std::int32_t slot = 0;
+  std::vector<float> values;  // the oracle's committed state (HV*K*V, cfg.layout), state dtype values
+};
+
+struct TraceCommand {
+  enum class Op : std::uint8_t { Allocate, Step, Commit, CopySlot };
+  Op op = Op::Allocate;
+  std::int32_t slot = -1;            // allocate
+  std::int32_t src = -1, dst = -1;   // copy_slot
+  // step / commit: the batch as the protocol sends it (a step's verify rows carry accepted = 0, its prefill
+  // rows T; a commit's verify rows the committed n, already trimmed by an early stop).
+  std::vector<TargetRow> rows;
+  std::vector<TraceRowNote> notes;                 // per row (step and commit)
+  std::vector<SequenceInputs> inputs;              // step: per layer, total_tokens packed tokens
+  std::vector<std::vector<float>> outputs;         // step: per layer o [N, HV, V], act dtype values
+  // After the command:
+  std::vector<StateExpectation> states;            // committed state of every resident, settled slot
+  std::vector<std::int32_t> unchanged;             // slots whose state part is bitwise unchanged by the command
+  std::vector<std::int32_t> kept;                  // commit: n = 0 slots, bitwise unchanged since before the step
+  std::int32_t lifecycle = -1;                     // the lifecycle command (Trace::lifecycle) it belongs to
+
+  std::string op_name() const;                     // "allocate", "step", "commit", "copy_slot"
+  std::string str() const;                         // one line: "commit [slot 2 n=3, ...]"
+};
+
+struct Trace {
+  EngineSetup setup;                   // layer parameters and poison included
+  std::vector<Cmd> lifecycle;          // the lifecycle commands the target calls came from
+  std::vector<TraceCommand> commands;
+  std::uint64_t seed = 0;              // the seed of the generator (0 for an exported fuzz case)
+  std::string source;                  // how the trace was made (a command line, a dump path)
+};
+
+// The fixture of a trace: validated and written like any fixture (save_fixture). Every out.* tensor has the
+// tolerance "exact": the oracle that wrote them reproduces them bit for bit; implementations are judged at
+// the tier they claim (trace_replay.hpp).
+Fixture trace_to_fixture(const Trace& t);
+// Reads a trace back. Error naming the field: "__metadata__.trace_version" (an unknown major),
+// "__metadata__.commands[7].rows[2].slot", "tensor 'out.12.o'", ... (a shape, a dtype, a missing tensor, an
+// expectation that is not finite, an out.* tensor no command refers to).
+Trace trace_from_fixture(const Fixture& f);
+Trace load_trace(const std::string& path);
+
+}  // namespace replayssm::ref

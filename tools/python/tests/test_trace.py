@@ -1,0 +1,249 @@
+"""Trace fixtures through the kit alone: the NumPy example target passes every committed trace, each of its seeded
+faults fails at the command it breaks, and a corrupted or unknown trace file is refused naming the field."""
+import json
+import os
+import shutil
+import struct
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import FIXTURES, HERE, REPO
+import replayssm_kit as rk
+from replayssm_kit.pytest_helper import assert_trace_passes, trace_params
+from replayssm_kit.safetensors_io import read_safetensors, write_safetensors
+from replayssm_kit.trace import TraceError, load_trace
+
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
+from numpy_replay import NumpyReplay  # noqa: E402
+
+TRACES = os.path.join(FIXTURES, "traces")
+ALL = rk.find_traces(TRACES)
+
+
+def _rewrite(src, dst, meta=None, drop=None, change=None):
+    """Copies a trace file with metadata keys replaced, a tensor dropped or one tensor's values changed."""
+    tensors, dtypes, metadata = read_safetensors(src)
+    metadata.update(meta or {})
+    out = {}
+    for name, arr in tensors.items():
+        if name == drop:
+            continue
+        if change and name == change[0]:
+            arr = change[1](arr.copy())
+        out[name] = (arr, dtypes[name])
+    write_safetensors(dst, out, metadata)
+    return dst
+
+
+@pytest.mark.parametrize("trace", trace_params(TRACES))
+def test_the_numpy_example_passes_every_committed_trace(trace):
+    result = assert_trace_passes(trace, NumpyReplay())
+    assert result.judged == "fp32" and all(c.verdict == "PASS" for c in result.commands)
+
+
+def test_the_committed_traces_cover_every_command_kind_and_pad_rows():
+    assert len(ALL) >= 4, ALL
+    seen = set()
+    for path in ALL:
+        t = load_trace(path)
+        seen |= {t.model["op"]} | {"lifecycle." + c["kind"] for c in t.lifecycle}
+        for c in t.commands:
+            seen.add(c.op)
+            seen |= {"commit.kept"} if c.kept else set()
+            for r, note in zip(c.msg.get("rows", []), c.notes):
+                if r["slot"] == -1:
+                    seen.add("pad")
+                elif c.op == "step" and r["kind"] == "prefill":
+                    seen.add("prefill.fresh" if r["fresh"] else "prefill.chunk")
+                elif c.op == "commit" and r["kind"] == "verify":
+                    n, T = r["accepted"], r["T"]
+                    seen.add("verify.n=0" if n == 0 else "verify.n=T" if n == T else "verify.0<n<T")
+                    seen |= {"verify.early_stop"} if note["stop_at"] else set()
+    goal = {"gdn", "kda", "allocate", "step", "commit", "copy_slot", "commit.kept", "pad", "prefill.fresh",
+            "prefill.chunk", "verify.n=0", "verify.0<n<T", "verify.n=T", "verify.early_stop"}
+    goal |= {"lifecycle." + k for k in ("admit", "step", "finish", "continue", "copy", "preempt", "resume")}
+    assert goal <= seen, sorted(goal - seen)
+
+
+# --- seeded faults: the command each one breaks first -----------------------------------------------------------
+def _first_commit_with_accepted_resident(t):
+    """off_by_one_accepted commits n - 1 tokens: the first commit of a verify row with n >= 1 whose slot is still
+    resident afterwards (an early stop frees the slot, so its state is not checked) fails on that state."""
+    for c in t.commands:
+        if c.op != "commit":
+            continue
+        checked = {s for _, s, _ in c.states}
+        if any(r["kind"] == "verify" and r["slot"] >= 0 and r["accepted"] >= 1 and r["slot"] in checked
+               for r in c.msg["rows"]):
+            return c.index
+    return None
+
+
+def _first_step_with_prefill(t):
+    """writes_gap spills into the gap whenever the example stores a state: first at a prefill."""
+    return next(c.index for c in t.commands
+                if c.op == "step" and any(r["slot"] >= 0 and r["kind"] == "prefill" for r in c.msg["rows"]))
+
+
+@pytest.mark.parametrize("path", ALL, ids=[os.path.basename(p) for p in ALL])
+def test_off_by_one_accepted_fails_at_the_first_commit_whose_state_it_changes(path):
+    t = load_trace(path)
+    want = _first_commit_with_accepted_resident(t)
+    result = rk.replay_trace(t, NumpyReplay("off_by_one_accepted"))
+    if want is None:  # no checked state ever depends on the last accepted token: nothing to see, no false alarm
+        assert result.ok, result.summary()
+        return
+    f = result.first_failure
+    assert f is not None and f.index == want and f.check == "state", result.summary()
+    assert f"command {want} (commit" in f.message and f"slot {f.slot}" in f.message and "worst@" in f.message
+    assert f.expected is not None and f.got is not None and f.expected != f.got and len(f.coords) == 3
+    assert all(c.verdict == "NOT RUN" for c in result.commands[want + 1:])
+
+
+def test_most_committed_traces_can_see_an_off_by_one_commit():
+    assert sum(_first_commit_with_accepted_resident(load_trace(p)) is not None for p in ALL) >= len(ALL) // 2
+
+
+@pytest.mark.parametrize("path", ALL, ids=[os.path.basename(p) for p in ALL])
+def test_writes_gap_fails_at_the_first_prefill_naming_the_gap(path):
+    t = load_trace(path)
+    want = _first_step_with_prefill(t)
+    f = rk.replay_trace(t, NumpyReplay("writes_gap")).first_failure
+    assert f is not None and f.index == want and f.check == "gap", f
+    assert "the gap after the slot was written" in f.message and f.coords[0] >= t.E
+
+
+def test_pad_row_writes_slot0_fails_at_a_pad_step_naming_slot_0():
+    caught = 0
+    for path in ALL:
+        t = load_trace(path)
+        f = rk.replay_trace(t, NumpyReplay("pad_row_writes_slot0")).first_failure
+        if f is None:
+            continue  # a trace whose PAD rows never meet live data in slot 0 cannot see this fault
+        caught += 1
+        step = f.index if f.op == "step" else f.index - 1
+        assert t.commands[step].op == "step" and any(r["slot"] == -1 for r in t.commands[step].msg["rows"]), str(f)
+        assert f.slot == 0 and "slot 0" in f.message, str(f)
+        # No earlier command could have seen it: slot 0 held no data before the first step that wrote it.
+        first_write = next(c.index for c in t.commands
+                           if c.op == "step" and any(r["slot"] == 0 for r in c.msg["rows"]))
+        assert f.index >= first_write
+    assert caught >= 1, "no committed trace catches a PAD row writing slot 0"
+
+
+# --- claims and coverage ---------------------------------------------------------------------------------------------
+class _NoCopy(NumpyReplay):
+    def capabilities(self):
+        return dict(super().capabilities(), copy_slot=False)
+
+
+def test_a_trace_outside_the_capabilities_is_not_covered_never_passed():
+    with_copy = [p for p in ALL if any(c.op == "copy_slot" for c in load_trace(p).commands)]
+    assert with_copy
+    result = rk.replay_trace(with_copy[0], _NoCopy())
+    assert not result.covered and not result.ok and "copy_slot" in result.not_covered
+
+
+def test_the_judged_tier_follows_the_claim_or_the_argument():
+    assert rk.replay_trace(ALL[0], NumpyReplay(), tier="bf16").judged == "bf16"
+
+    class Exact(NumpyReplay):
+        def capabilities(self):
+            return dict(super().capabilities(), bit_exact=True)
+
+    assert rk.replay_trace(ALL[0], Exact(), keep_going=True).judged == "exact"
+
+
+# --- corrupted and unknown files ---------------------------------------------------------------------------------------
+def test_a_corrupted_expectation_fails_naming_the_command_layer_slot_and_worst_element(tmp_path):
+    src = next(p for p in ALL if "tiny-gdn" in p)
+    t = load_trace(src)
+    c = next(c for c in reversed(t.commands) if f"out.{c.index}.states" in t.fixture.tensors)
+    layer, slot = next((l, s) for l, s, _ in c.states
+                       if json.loads(t.fixture.metadata["commands"])[c.index]["states"][0][:2] == [l, s])
+
+    def bump(arr):
+        arr[0].reshape(-1)[5] += 0.5
+        return arr
+
+    bad = _rewrite(src, str(tmp_path / "bad.safetensors"), change=(f"out.{c.index}.states", bump))
+    f = rk.replay_trace(bad, NumpyReplay()).first_failure
+    assert f is not None and f.index == c.index and f.check == "state" and (f.layer, f.slot) == (layer, slot), f
+    assert f.report.worst_index == 5 and abs(f.expected - f.got) > 0.4
+
+
+def test_a_truncated_file_is_refused(tmp_path):
+    bad = tmp_path / "cut.safetensors"
+    shutil.copy(ALL[0], bad)
+    with open(bad, "r+b") as fh:
+        fh.truncate(os.path.getsize(bad) - 7)
+    with pytest.raises(TraceError) as e:
+        load_trace(str(bad))
+    assert e.value.field == "file"
+
+
+@pytest.mark.parametrize("meta,field", [({"trace_version": "2.0"}, "__metadata__.trace_version"),
+                                        ({"trace_version": "one"}, "__metadata__.trace_version"),
+                                        ({"tier_vocabulary": "9"}, "__metadata__.tier_vocabulary"),
+                                        ({"pad_rule": "garbage"}, "__metadata__.pad_rule"),
+                                        ({"commands": "[{\"op\": \"explode\"}]"}, "__metadata__.commands[0].op")])
+def test_an_unknown_version_or_malformed_metadata_is_refused_naming_the_field(tmp_path, meta, field):
+    bad = _rewrite(ALL[0], str(tmp_path / "bad.safetensors"), meta=meta)
+    with pytest.raises(TraceError) as e:
+        rk.replay_trace(bad, NumpyReplay())
+    assert e.value.field == field, str(e.value)
+
+
+def test_a_newer_minor_version_is_read(tmp_path):
+    ok = _rewrite(ALL[0], str(tmp_path / "minor.safetensors"), meta={"trace_version": "1.9"})
+    assert rk.replay_trace(ok, NumpyReplay()).ok
+
+
+def test_a_missing_input_tensor_is_refused_naming_it(tmp_path):
+    t = load_trace(ALL[0])
+    step = next(c.index for c in t.commands if c.op == "step")
+    bad = _rewrite(ALL[0], str(tmp_path / "bad.safetensors"), drop=f"in.{step}.v")
+    with pytest.raises(TraceError) as e:
+        load_trace(bad)
+    assert e.value.field == f"tensor 'in.{step}.v'"
+
+
+# --- the tier vocabulary is the C++ judge's ---------------------------------------------------------------------------
+def test_kit_tier_tolerances_are_the_pinned_ones():
+    with open(os.path.join(REPO, "core", "tests", "data", "tier_tolerances.json")) as fh:
+        table = json.load(fh)
+    assert table["vocabulary"] == rk.TIER_VOCABULARY
+    for c in table["cases"]:
+        assert str(rk.tier_tolerance(c["tier"], c["config"], c["scale"], c["state"])) == c["tolerance"], c
+
+
+def test_budget_tolerance_has_a_statistical_and_a_worst_element_bound():
+    tol = rk.Tolerance.parse("budget(rel_rms=0.01,atol=0.05)")
+    assert str(tol) == "budget(rel_rms=0.01,atol=0.05)"
+    ref = np.ones(100)
+    assert rk.compare(ref, ref + 0.009, tol).ok
+    assert not rk.compare(ref, ref + 0.02, tol).ok                            # RMS over the budget
+    spike = ref.copy()
+    spike[7] += 0.06
+    r = rk.compare(ref, spike, tol)
+    assert not r.ok and r.worst_index == 7 and r.mismatches == 1              # one element over atol
+
+
+def test_a_corrupted_output_fails_at_its_step_naming_the_row_and_token(tmp_path):
+    src = next(p for p in ALL if "tiny-kda" in p)
+    t = load_trace(src)
+    c, i, r = next((c, i, r) for c in t.commands if c.op == "step"
+                   for i, r in enumerate(c.msg["rows"]) if r["slot"] >= 0)
+    token = r["token_offset"] + r["T"] - 1
+
+    def bump(arr):
+        arr[1, token, 1, 2] += 0.5  # layer 1, the row's last token, hv 1, v 2
+        return arr
+
+    bad = _rewrite(src, str(tmp_path / "bad.safetensors"), change=(f"out.{c.index}.o", bump))
+    f = rk.replay_trace(bad, NumpyReplay()).first_failure
+    assert f is not None and f.index == c.index and f.check == "outputs", f
+    assert (f.layer, f.row, f.slot, f.coords) == (1, i, r["slot"], (token, 1, 2)), f
+    assert f"worst element (token, hv, v) = ({token}, 1, 2)" in f.message
