@@ -38,6 +38,7 @@ class CudaTarget : public ref::Target {
     require(cuda::device_count() > 0, "device", "no CUDA device: the cuda targets need a GPU");
   }
   std::string name() const override { return replay_ ? "cuda" : "cuda_full_state"; }
+  std::string design() const override { return replay_ ? "replay" : "full_state"; }
   bool bit_exact() const override { return false; }
   // GPU vs CPU float reference: different reduction trees and fused multiply-adds, fp32 arithmetic: the
   // fp32 precision tier (tier.hpp; docs/cuda.md measured ~1e-7 relative against its 2e-5 bound), which

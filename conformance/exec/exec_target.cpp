@@ -314,6 +314,7 @@ class ExecTarget : public ref::Target {
   explicit ExecTarget(std::string command) : command_(std::move(command)), conn_(connect(command_)) {}
   std::string name() const override { return "exec:" + command_; }
   bool bit_exact() const override { return conn_->caps().bit_exact; }
+  std::string design() const override { return conn_->caps().design; }
   bool pad_outputs_zero() const override { return conn_->caps().pad_outputs_zero; }
   Tolerance tolerance(double scale, bool state) const override {
     return tier_tolerance(conn_->caps().tier, s_.cfg, scale, state);

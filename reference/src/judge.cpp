@@ -158,7 +158,7 @@ std::string Judge::check_untouched(const Cmd& c, const Outputs& before_o, const 
     const auto& before = side == 0 ? before_o : before_s;
     std::set<std::int32_t> allowed(e.last_written().begin(), e.last_written().end());
     std::set<std::int32_t> kept;
-    if (e.target().name() != "ring") kept.insert(e.last_kept().begin(), e.last_kept().end());
+    if (e.target().design() != "spec_ring") kept.insert(e.last_kept().begin(), e.last_kept().end());
     for (std::int32_t l = 0; l < setup.cfg.num_layers; ++l) {
       const auto now = e.target().pool(l);
       for (std::int32_t s = 0; s < setup.num_slots; ++s) {

@@ -9,6 +9,7 @@ namespace {
 class FullStateTarget : public PooledTarget {
  public:
   std::string name() const override { return "full_state"; }
+  std::string design() const override { return "full_state"; }
   bool bit_exact() const override { return true; }
 
   std::vector<std::vector<float>> step(const std::vector<TargetRow>& rows,

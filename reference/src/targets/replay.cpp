@@ -35,6 +35,7 @@ class ReplayTarget : public PooledTarget {
   // precision: an emulation of a kernel's arithmetic applied to every token step (the tf32 variant), or null.
   ReplayTarget(Fault f, const TokenHook* precision) : fault_(f), precision_(precision) {}
   std::string name() const override { return precision_ ? "replay_tf32" : "replay"; }
+  std::string design() const override { return "replay"; }
   bool bit_exact() const override { return precision_ == nullptr; }
   Tolerance tolerance(double scale, bool state) const override {
     return tier_tolerance(Tier::Tf32, s_.cfg, scale, state);  // only used by the tf32 variant

@@ -14,6 +14,7 @@ class SpecRingTarget : public PooledTarget {
  public:
   explicit SpecRingTarget(Fault f) : fault_(f) {}
   std::string name() const override { return "ring"; }
+  std::string design() const override { return "spec_ring"; }
   bool bit_exact() const override {
     return s_.recon == Reconstruction::Serial && s_.record_dtype == DType::F32 && s_.cfg.state_dtype == DType::F32;
   }

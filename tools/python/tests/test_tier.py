@@ -76,3 +76,19 @@ def test_a_fixture_checked_at_a_tier_names_both_tolerances(tmp_path):
     bad[1, 2] += 0.5  # an O(1) error is caught at every tier
     for tier in ("fp32", "tf32", "bf16"):
         assert not fx.check(lambda f: {"o": want, "state": bad}, tier=tier).ok
+
+
+def test_pad_rows_of_mtp_batch_are_dont_care_unless_zeros_are_claimed():
+    import glob
+    import os
+    from conftest import REPO
+    from replayssm_kit.fixture import load_fixture
+    paths = sorted(glob.glob(os.path.join(REPO, "fixtures", "golden", "**", "*mtp_batch*.safetensors"), recursive=True))
+    fx = next(f for f in map(load_fixture, paths) if (np.asarray(f.tensors["in.slot"]) < 0).any())
+    pad = np.asarray(fx.tensors["in.slot"]).reshape(-1) < 0
+    got = {k: np.array(v, dtype=np.float32, copy=True) for k, v in fx.expected.items()}
+    got["o"][pad] = 7.0  # garbage in the PAD rows' outputs only
+    assert not fx.check(lambda f: got).ok  # claimed zeros (the default): caught
+    assert fx.check(lambda f: got, pad_outputs_zero=False).ok  # not claimed: don't-care
+    got["o"][~pad] += 1.0  # real rows are judged either way
+    assert not fx.check(lambda f: got, pad_outputs_zero=False).ok

@@ -84,6 +84,10 @@ class Target {
  public:
   virtual ~Target() = default;
   virtual std::string name() const = 0;
+  // The ReplaySSM design it implements (full_state, replay, spec_ring, decode_ring, other). A spec ring
+  // may fold its history into the checkpoint on a step whose commit has n = 0, so the judge's "n = 0 leaves
+  // the slot's bytes unchanged" rule does not apply to it.
+  virtual std::string design() const { return "other"; }
   // Exact: outputs and committed states must equal the oracle's bit for bit.
   virtual bool bit_exact() const = 0;
   // Bound used when !bit_exact(); `scale` is max|ref| of the compared tensor; `state` says whether a
