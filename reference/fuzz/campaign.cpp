@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <ostream>
-#include <limits>
 #include <sstream>
 
+#include "fuzz_case.hpp"
 #include "lifecycle.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/frame.hpp"
@@ -35,23 +35,7 @@ ref::EngineSetup setup_for(const FuzzOptions& opt, std::uint64_t case_seed) {
 
 void dump(const std::string& path, const FuzzOptions& opt, const ref::EngineSetup& setup,
           const std::vector<ref::Cmd>& cmds, const std::string& reason) {
-  SafetensorsFile f;
-  for (std::size_t l = 0; l < setup.params.size(); ++l) {
-    f.tensors["param.A_log." + std::to_string(l)] =
-        Tensor::from_f32(DType::F32, {static_cast<std::int64_t>(setup.params[l].A_log.size())}, setup.params[l].A_log);
-    f.tensors["param.dt_bias." + std::to_string(l)] = Tensor::from_f32(
-        DType::F32, {static_cast<std::int64_t>(setup.params[l].dt_bias.size())}, setup.params[l].dt_bias);
-  }
-  auto seq = nlohmann::json::array();
-  for (const auto& c : cmds) seq.push_back(c.to_json());
-  f.metadata["schema"] = "replayssm.fuzz_case";
-  f.metadata["schema_version"] = "1";
-  f.metadata["setup"] = setup.to_json().dump();
-  f.metadata["target"] = opt.target;
-  f.metadata["fault"] = ref::to_string(opt.fault);
-  f.metadata["commands"] = seq.dump();
-  f.metadata["reason"] = reason;
-  write_safetensors_atomic(path, f);
+  write_safetensors_atomic(path, fuzz_case_file(FuzzCase{setup, opt.target, opt.fault, cmds, reason}));
 }
 }  // namespace
 
@@ -147,34 +131,8 @@ FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress) {
 }
 
 std::string replay_dump(const std::string& path, const std::string& target, std::string* notes) {
-  const SafetensorsFile f = read_safetensors(path);
-  auto meta = [&](const char* k) -> const std::string& {
-    const auto it = f.metadata.find(k);
-    require(it != f.metadata.end(), std::string("__metadata__.") + k, "is missing in ", path);
-    return it->second;
-  };
-  require(meta("schema") == "replayssm.fuzz_case", "__metadata__.schema", "is '", meta("schema"),
-          "', expected replayssm.fuzz_case");
-  const auto sj = nlohmann::json::parse(meta("setup"));
-  ref::EngineSetup s;
-  s.cfg = config_from_json(sj.at("config"));
-  s.num_slots = sj.at("num_slots").get<std::int32_t>();
-  s.slot_stride = sj.at("slot_stride").get<std::int64_t>();
-  s.max_T = sj.at("max_T").get<std::int32_t>();
-  s.spec_ring = SpecRingGeometry{sj.at("ring_B").get<std::int32_t>(), sj.at("ring_T").get<std::int32_t>()};
-  s.recon = ref::parse_reconstruction(sj.at("recon").get<std::string>(), "__metadata__.setup.recon");
-  s.record_dtype = parse_dtype(sj.at("ring_record_dtype").get<std::string>());
-  s.page_tokens = sj.at("page_tokens").get<std::int32_t>();
-  s.poison = std::numeric_limits<float>::quiet_NaN();
-  for (int l = 0; l < s.cfg.num_layers; ++l) {
-    const auto a = f.tensors.find("param.A_log." + std::to_string(l));
-    const auto d = f.tensors.find("param.dt_bias." + std::to_string(l));
-    require(a != f.tensors.end() && d != f.tensors.end(), "param." + std::to_string(l), "layer parameters missing");
-    s.params.push_back(ref::LayerParams{a->second.to_f32(), d->second.to_f32()});
-  }
-  std::vector<ref::Cmd> cmds;
-  for (const auto& c : nlohmann::json::parse(meta("commands"))) cmds.push_back(ref::Cmd::from_json(c));
-  const std::string recorded = meta("target");
+  const FuzzCase c = read_fuzz_case(path);  // every check before anything runs (fuzz_case.hpp)
+  const std::string& recorded = c.target;
   std::string use = recorded;
   if (recorded.rfind("exec:", 0) == 0) {
     require(!target.empty(), "target", "this case was judged against ", recorded,
@@ -184,7 +142,7 @@ std::string replay_dump(const std::string& path, const std::string& target, std:
     use = target;
     if (notes && target != recorded) *notes = "recorded target '" + recorded + "', replaying against '" + target + "'";
   }
-  return replay_sequence(s, use, ref::parse_fault(meta("fault")), cmds);
+  return replay_sequence(c.setup, use, c.fault, c.commands);
 }
 
 }  // namespace replayssm::fuzz
