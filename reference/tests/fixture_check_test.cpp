@@ -162,3 +162,39 @@ TEST(FixtureCheck, ChunkArgumentIsNotWrapped) {
     break;
   }
 }
+
+// Found with the fixture harness (docs/fuzzing.md): an "mrope.rotary" fixture's integer inputs were narrowed
+// with static_cast<int> (2^32 + 128 read as 128) and added without overflow checks (UBSan: signed integer
+// overflow in the section sum and in prompt_len + generated).
+TEST(FixtureCheck, RotaryFixtureIntegersAreRangeChecked) {
+  struct Case {
+    const char* tensor;
+    Tensor value;
+  };
+  const std::vector<Case> cases = {
+      {"in.mrope_section", Tensor::from_i64({3}, {2147483647, 2147483647, 2})},
+      {"in.mrope_section", Tensor::from_i64({3}, {-8, 40, 0})},
+      {"in.generated", Tensor::from_i64({}, {9223372036854775803ll})},
+      {"in.generated", Tensor::from_i64({}, {-1})},
+      {"in.head_dim", Tensor::from_i64({}, {(1ll << 32) + 128})},
+      {"in.rotary_dim", Tensor::from_i64({}, {(1ll << 32) + 128})},
+      {"in.spatial_merge_size", Tensor::from_i64({}, {(1ll << 32) + 2})},
+      {"in.spatial_merge_size", Tensor::from_i64({}, {0})},
+      {"in.interleaved", Tensor::from_i64({}, {2})},
+  };
+  const Fixture good = long_context_rotary(1.0);
+  ASSERT_TRUE(ref::check_fixture(good).ok);
+  for (const auto& c : cases) {
+    Fixture f = good;
+    f.tensors[c.tensor] = c.value;
+    try {
+      (void)mrope::fixture_outputs(f);
+      ADD_FAILURE() << c.tensor << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.field(), c.tensor) << e.what();
+    }
+  }
+  Fixture f = good;  // zero heads: N tokens of nothing
+  f.tensors["in.q"] = Tensor::zeros(DType::F32, {f.tensors.at("in.q").shape[0], 0, f.tensors.at("in.q").shape[2]});
+  EXPECT_THROW((void)mrope::fixture_outputs(f), Error);
+}
