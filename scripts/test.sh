@@ -4,7 +4,9 @@
 #   2. the CPU build with AddressSanitizer + UndefinedBehaviorSanitizer (also proves a build without CUDA)
 #      and ctest;
 #   3. the committed fixtures re-checked by the CLI and their manifest;
-#   4. the Python fixture kit's tests (tools/python, in the .venv made by install-deps.sh).
+#   4. the Python fixture kit's tests (tools/python, in the .venv made by install-deps.sh);
+#   5. the libFuzzer harnesses of every parser (clang), each for 30 s from its seed corpus (scripts/fuzz.sh
+#      --short; docs/fuzzing.md). FUZZ=0 skips this step.
 # RC_PARAMS (RapidCheck) is honoured, e.g. RC_PARAMS="seed=42 max_success=1000" bash scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,3 +30,10 @@ echo "== Python fixture kit"
 PY="${PYTHON:-$PWD/.venv/bin/python}"
 # pytest exits 5 when it collected no test: that is a failure here, like any other non-zero code.
 (cd tools/python && "$PY" -m pytest -q tests) || { rc=$?; echo "pytest failed (exit $rc)"; exit 1; }
+
+if [ "${FUZZ:-1}" != 0 ]; then
+  echo "== libFuzzer harnesses, 30 s each (scripts/fuzz.sh --short)"
+  fuzz_start=$(date +%s)
+  bash scripts/fuzz.sh --short --jobs "${FUZZ_JOBS:-3}"
+  echo "fuzzing step (build included) took $(( $(date +%s) - fuzz_start )) s"
+fi
