@@ -31,6 +31,16 @@ std::vector<ConvFault> all_conv_faults() {
           ConvFault::StaleStateOnFreshPrefill};
 }
 
+ConvFault parse_conv_fault(const std::string& s) {
+  if (s == "none") return ConvFault::None;
+  std::string names = "none";
+  for (auto f : all_conv_faults()) {
+    if (to_string(f) == s) return f;
+    names += ", " + to_string(f);
+  }
+  fail("fault", "'", s, "' is not a conv fault (", names, ")");
+}
+
 ConvStatePool::ConvStatePool(ConvConfig cfg, ConvParams params, std::int32_t num_slots, ConvDesign design,
                              ConvFault fault)
     : cfg_(std::move(cfg)), params_(std::move(params)), num_slots_(num_slots), design_(design), fault_(fault) {

@@ -35,6 +35,7 @@ enum class ConvFault : std::uint8_t {
 };
 std::string to_string(ConvFault f);
 std::vector<ConvFault> all_conv_faults();  // every fault except None
+ConvFault parse_conv_fault(const std::string& s);  // "none" or a to_string name; Error("fault") listing them
 
 // One row of a step: slot -1 is a PAD row; T tokens at the next T rows of the packed inputs; accepted n in
 // [0, T] (known at commit time).
