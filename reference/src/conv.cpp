@@ -205,6 +205,35 @@ std::vector<float> conv_commit_replay(const ConvConfig& cfg, const std::vector<f
   return n == 0 ? state : state_after(cfg, state, x, n);
 }
 
+std::vector<float> conv_sliding_state(const ConvConfig& cfg, const std::vector<float>& buffer, int L, int offset) {
+  const std::int64_t C = cfg.channels(), M = cfg.state_cols();
+  require(L >= M && static_cast<std::int64_t>(buffer.size()) == C * L, "buffer", "has ", buffer.size(),
+          " values, expected C*L = ", C * L, " with L >= W-1");
+  require(offset >= 0 && offset + M <= L, "offset", "is ", offset, ", outside [0, L-W+1 = ", L - M, "]");
+  std::vector<float> s(static_cast<std::size_t>(C * M));
+  for (std::int64_t c = 0; c < C; ++c)
+    for (std::int64_t i = 0; i < M; ++i) s[static_cast<std::size_t>(c * M + i)] = buffer[static_cast<std::size_t>(c * L + offset + i)];
+  return s;
+}
+
+std::vector<float> conv_sliding_verify(const ConvConfig& cfg, const std::vector<float>& buffer, int L, int offset,
+                                       const std::vector<float>& x, int T) {
+  const std::int64_t C = cfg.channels(), M = cfg.state_cols();
+  require(L == M - 1 + T, "buffer", "L = ", L, " columns, a verify of T = ", T, " needs W - 2 + T = ", M - 1 + T);
+  const auto state = conv_sliding_state(cfg, buffer, L, offset);
+  check_window(cfg, state, x, T);
+  std::vector<float> out(static_cast<std::size_t>(C * L));
+  for (std::int64_t c = 0; c < C; ++c)
+    for (std::int64_t i = 0; i < L; ++i)  // column i of the new buffer is column i + 1 of [state | x]
+      out[static_cast<std::size_t>(c * L + i)] = round_to(cfg.state_dtype, column(cfg, state, x, c, i + 1));
+  return out;
+}
+
+int conv_sliding_offset(int accepted, int T) {
+  require(accepted >= 1 && accepted <= T, "accepted", "is ", accepted, ": this layout needs n in [1, T=", T, "]");
+  return accepted - 1;
+}
+
 double conv_term_magnitude(const ConvConfig& cfg, const ConvParams& p, const std::vector<float>& state,
                            const std::vector<float>& x, int T) {
   check_window(cfg, state, x, T);

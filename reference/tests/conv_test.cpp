@@ -165,6 +165,31 @@ TEST(ConvReference, BothCommitDesignsEqualARecomputationAtEveryAcceptedLength) {
   }
 }
 
+TEST(ConvReference, VllmSlidingBufferHoldsTheSameStateAsBothCommitDesigns) {
+  // vLLM's layout: a W-2+T column buffer and a read offset n - 1. Over a run of windows with accepted counts
+  // in [1, T], the state it exposes equals the ReplaySSM commit bit for bit; the buffer starts with the state
+  // in its first W-1 columns and NaN elsewhere, so reading an unwritten column would show.
+  for (std::uint64_t seed = 1; seed <= 100; ++seed) {
+    const auto c = drawn(seed);
+    Rng r(seed + 5);
+    const int T = static_cast<int>(r.uniform_int(1, 6)), M = c.state_cols(), L = M - 1 + T;
+    auto S = ref::random_conv_state(c, seed + 1);
+    std::vector<float> B(static_cast<std::size_t>(c.channels() * L), std::nanf(""));
+    for (std::int64_t ch = 0; ch < c.channels(); ++ch)
+      for (int i = 0; i < M; ++i) B[static_cast<std::size_t>(ch * L + i)] = S[static_cast<std::size_t>(ch * M + i)];
+    int off = 0;
+    for (int step = 0; step < 8; ++step) {
+      const auto x = ref::random_conv_inputs(c, T, seed * 100 + static_cast<std::uint64_t>(step));
+      const int n = static_cast<int>(r.uniform_int(1, T));
+      B = ref::conv_sliding_verify(c, B, L, off, x, T);
+      off = ref::conv_sliding_offset(n, T);
+      S = ref::conv_commit_replay(c, S, x, T, n);
+      ASSERT_EQ(ref::conv_sliding_state(c, B, L, off), S) << "step " << step << " n " << n << " " << repro(seed, c);
+    }
+  }
+  EXPECT_THROW(ref::conv_sliding_offset(0, 4), Error);  // n = 0 has no offset in this layout
+}
+
 TEST(ConvReference, BadArgumentsNameTheField) {
   const auto c = tiny(4, false, ref::ConvActivation::Silu);
   ref::ConvParams p;

@@ -112,6 +112,19 @@ std::vector<float> conv_commit_full_state(const std::vector<float>& state,
 std::vector<float> conv_commit_replay(const ConvConfig& cfg, const std::vector<float>& state,
                                       const std::vector<float>& x, int T, int n);
 
+// vLLM's spec-decoding layout of the same state (causal_conv1d_update with num_accepted_tokens): one buffer of
+// L = W - 2 + T columns per channel ([C, L], T = 1 + num_spec) and a read offset o = n - 1 into it, so the
+// state is buffer[:, o .. o + W - 2] and no copy happens at commit time. A verify of T tokens rewrites the
+// buffer as [state columns 1 .. W-2 | x_1 .. x_T] (the oldest state column drops out); accepting n >= 1
+// tokens then sets the offset to n - 1. n = 0 has no offset in this layout (vLLM always accepts at least the
+// target's own token), so conv_sliding_offset refuses it.
+//   conv_sliding_state: the [C, W-1] state a buffer holds at an offset; Error("offset") outside [0, L-W+1].
+//   conv_sliding_verify: the buffer after a verify of x [T, C] from the state at `offset`, in the state dtype.
+std::vector<float> conv_sliding_state(const ConvConfig& cfg, const std::vector<float>& buffer, int L, int offset);
+std::vector<float> conv_sliding_verify(const ConvConfig& cfg, const std::vector<float>& buffer, int L, int offset,
+                                       const std::vector<float>& x, int T);
+int conv_sliding_offset(int accepted, int T);  // n - 1; Error("accepted") unless 1 <= n <= T
+
 // The bound an fp32 implementation's y must meet against the truth (docs/numerics.md, "Short convolution"):
 //   allclose(atol = 2 (W+1) u max(1, M), rtol = R) with u = 2^-24, M = max over tokens and channels of
 //   |b| + sum_j |w_j E_j| (the terms of the sum), R = 2^-17 for the SiLU's evaluation (none: 0), plus 2^-7
