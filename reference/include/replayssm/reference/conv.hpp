@@ -12,10 +12,10 @@
 // columns of [S | x_1 .. x_t]: the raw (pre-convolution) inputs, never the outputs.
 // Sources: HF transformers modeling_qwen3_next.py / modeling_qwen3_5.py (torch_causal_conv1d_update: concat
 // state and inputs, F.conv1d with groups = channels, keep the last columns as the new state, SiLU after the
-// conv); vLLM vllm/model_executor/layers/mamba/ops/causal_conv1d.py (causal_conv1d_update: fp32 accumulator
-// started at the bias, taps added oldest first, the current token last, SiLU as acc / (1 + exp(-acc)); with
-// spec decoding the read offset is num_accepted_tokens - 1, i.e. the committed window ends at accepted token
-// n); SGLang mem_cache/memory_pool.py (intermediate_conv_window_cache, one window per draft token, committed
+// conv); vLLM vllm/model_executor/layers/mamba/ops/causal_conv1d.py at commit 03c6dad (causal_conv1d_update
+// and its Triton kernel: fp32 accumulator started at the bias, taps added oldest first, the current token
+// last, SiLU as acc / (1 + exp(-acc)); with spec decoding the read offset is num_accepted_tokens - 1, i.e.
+// the committed window ends at accepted token n); SGLang mem_cache/memory_pool.py (intermediate_conv_window_cache, one window per draft token, committed
 // at accepted_len - 1). Qwen3-Next / Qwen3.5 and Kimi Linear use W = 4, SiLU and no bias.
 //
 // Channels and layouts:
