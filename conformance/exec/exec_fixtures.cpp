@@ -111,6 +111,7 @@ BatchMasks batch_masks(const Fixture& f) {
 }
 
 void judge_static(const std::string& command, const Fixture& f, const Capabilities& caps, ExecFixtureResult& r) {
+  require(f.config.is_object() && f.config.contains("model"), "__metadata__.config.model", "is missing");
   ModelConfig cfg = config_from_json(f.config.at("model"));
   cfg.num_layers = 1;  // a fixture is one layer
   // max_T is the largest verify window: it bounds the windows of the verify ops, not a sequence.
