@@ -8,8 +8,8 @@
 //     scale = max|expected| of the compared elements and state = a state or pool tensor (the fixture's stored
 //     tolerance is its fp32-tier bound; the report names both). A bit_exact claim is about the fp32 oracle and
 //     does not apply: a fixture's expectations are the f64 truth rounded once;
-//   * mtp_batch: the rows of out.o of PAD rows (in.slot = -1) are compared only when the implementation claims
-//     pad_outputs_zero (the PAD rule); the slots of out.pool no row writes (PAD rows, accepted n = 0, slots no
+//   * mtp_batch: the rows of out.o of PAD rows (in.slot = -1) must be exact +0 when the implementation claims
+//     pad_outputs_zero and are don't-care otherwise (the PAD rule); the slots of out.pool no row writes (PAD rows, accepted n = 0, slots no
 //     row reads) must be bitwise the input pool's, and the written slots are compared at the tier with the
 //     scale of the written slots alone (the 1e30 markers of unused slots would otherwise set the scale);
 //   * a fixture the implementation cannot run is "not covered", with the reason, never passed: its op is not

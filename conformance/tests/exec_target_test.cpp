@@ -223,6 +223,14 @@ TEST_F(ExecTarget, FixtureMtpBatchJudgesWrittenAndUntouchedSlotsApart) {
   EXPECT_FALSE(written->report.ok) << written->str();
   // The scale of the written slots, not the 1e30 markers of unused ones: atol = 2e-5 * max(1, max|S|).
   EXPECT_LT(written->judged.atol, 1e-3) << written->judged.str();
+  EXPECT_EQ(find_check(r, "out.o (PAD rows: exact zeros, claimed)"), nullptr);  // no claim: don't-care
+
+  // Claiming pad_outputs_zero: the PAD row's outputs must be exact +0 (row 1 of [4, 4, HV, V]).
+  const auto claimed = exec::check_fixture_through(command("fixture_pad_ones"), kBatch);
+  const auto* pad = find_check(claimed, "out.o (PAD rows: exact zeros, claimed)");
+  ASSERT_NE(pad, nullptr) << claimed.str();
+  EXPECT_FALSE(pad->report.ok);
+  EXPECT_EQ(exec::coords_of(pad->report.worst_index, pad->shape).rfind("[1, ", 0), 0u) << pad->str();
 }
 
 // What the capabilities exclude is "not covered" with the reason, never a pass.

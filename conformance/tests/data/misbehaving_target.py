@@ -6,7 +6,8 @@ stderr_flood_on_setup (then behaves), error_on_setup, wrong_version, wrong_shape
 stderr_then_exit, and for the `fixture` command (the target claims fixture op "recurrent"): fixture_zeros
 (zeros of every expected dtype and shape), fixture_wrong_shape, fixture_wrong_dtype, fixture_missing,
 fixture_extra, fixture_echo_pool (claims mtp_batch too and answers its input pool unchanged: a commit
-that writes nothing), fixture_v10 (answers protocol version 1.0, which has no fixture command, yet claims the op).
+that writes nothing), fixture_pad_ones (the same, claiming pad_outputs_zero, with every output 1.0, PAD rows'
+included), fixture_v10 (answers protocol version 1.0, which has no fixture command, yet claims the op).
 The hello answer is always well formed except in exit_at_start and wrong_version.
 """
 import json
@@ -61,7 +62,8 @@ assert msg["op"] == "hello"
 version = [2, 0] if MODE == "wrong_version" else [1, 0] if MODE == "fixture_v10" else [1, 1]
 caps = {"name": "misbehaving-" + MODE, "copy_slot": False}
 if MODE.startswith("fixture_"):
-    caps["fixture_ops"] = ["recurrent", "mtp_batch"] if MODE == "fixture_echo_pool" else ["recurrent"]
+    caps["fixture_ops"] = ["recurrent", "mtp_batch"] if MODE in ("fixture_echo_pool", "fixture_pad_ones") else ["recurrent"]
+    caps["pad_outputs_zero"] = MODE == "fixture_pad_ones"
 write_frame({"ok": True, "protocol": "replayssm.target", "version": version, "capabilities": caps})
 SIZE = {"F32": 4, "BF16": 2, "F64": 8}
 
@@ -111,8 +113,10 @@ while True:
             for d in shape:
                 count *= d
             raw = b"\0" * (SIZE[dtype] * count)
-            if MODE == "fixture_echo_pool" and name == "out.pool":
+            if MODE in ("fixture_echo_pool", "fixture_pad_ones") and name == "out.pool":
                 raw = msg["_tensors"]["in.pool"]
+            if MODE == "fixture_pad_ones" and name == "out.o":
+                raw = struct.pack("<f", 1.0) * count
             tensors.append((name, dtype, shape, raw))
         if MODE == "fixture_extra":
             tensors.append(("out.bonus", "F32", [1], b"\0" * 4))

@@ -134,3 +134,15 @@ def test_mtp_batch_pool_slots_no_row_writes_must_be_bitwise_unchanged_at_any_tie
     assert [t.name for t in r.tensors if not t.ok] == ["out.pool (slots no row writes: bitwise unchanged)"]
     written = [t for t in r.tensors if t.name == "out.pool (written slots)"][0]
     assert written.tolerance.atol < 1.0  # the written slots' scale, not the 1e30 marker's
+
+
+def test_mtp_batch_pad_rows_are_exact_zeros_when_claimed_and_dont_care_otherwise():
+    fx = _fx("tiny-kda/tiny-kda__mtp_batch__B4_T4.safetensors")  # row 1 is PAD
+    assert int(fx.inputs["slot"][1]) == -1
+    out = NumpyReplay().fixture(fx.op, fx.config, fx.fixture_inputs())
+    out["out.o"][1, 2, 0, 3] = np.float32(1e-30)  # a PAD row's output, far below any tier's atol
+    claimed = fx.compare_outputs(out, tier="fp32", pad_outputs_zero=True)
+    assert [t.name for t in claimed.tensors if not t.ok] == ["out.o (PAD rows: exact zeros, claimed)"]
+    assert fx.compare_outputs(out, tier="fp32", pad_outputs_zero=False).ok
+    out["out.o"][1] = np.float32(7.0)
+    assert fx.compare_outputs(out, tier="fp32", pad_outputs_zero=False).ok  # don't-care without the claim
