@@ -123,6 +123,8 @@ def main():
         "pool": frame_body({"ok": True, "digests": ["1", "2", "3", "4", "5", "6"], "slots": [2, 0]},
                            {"values": ("F32", [2, 8], f32([float(i) for i in range(16)]))}),
         "step": frame_body({"ok": True}, {"o.0": ("BF16", [2, 1, 2], b"\x80\x3f\x00\x40\x00\x00\x80\xbf")}),
+        "fixture": frame_body({"ok": True}, {"out.o": ("F32", [2, 1, 2], f32([1, 2, 3, 4])),
+                                             "out.state": ("BF16", [1, 2, 2], b"\x80\x3f\x00\x40\x00\x00\x80\xbf")}),
     }
     for name, body in answers.items():
         write("fuzz_exec_answer", name, body)

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "commands.hpp"
+#include "exec_target.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/manifest.hpp"
 #include "replayssm/reference/trace.hpp"
@@ -175,15 +176,38 @@ void register_check(CLI::App& app) {
   auto json_out = std::make_shared<std::string>();
   auto quiet = std::make_shared<bool>(false);
   auto tier = std::make_shared<std::string>();
+  auto target = std::make_shared<std::string>();
+  auto timeout = std::make_shared<double>(exec::timeout());
   chk->add_option("paths", *paths, "Fixture files or directories (searched recursively)")->required();
   chk->add_option("--tier", *tier,
                   "Judge the oracle's replay of traces at this precision tier (fp32, tf32, bf16) instead of their "
                   "stored tolerance (exact)");
   chk->add_option("--json", *json_out, "Write a machine-readable report to this file");
   chk->add_flag("--quiet", *quiet, "Print failing fixtures only");
-  chk->callback([paths, json_out, quiet, tier] {
+  chk->add_option("--target", *target,
+                  "Judge an implementation instead of the reference: exec:'COMMAND' runs static fixtures through its "
+                  "`fixture` command and traces through its lifecycle commands, at the tier it claims "
+                  "(docs/target-protocol.md)");
+  chk->add_option("--target-timeout", *timeout, "Seconds an exec: target may take for one command")
+      ->capture_default_str();
+  chk->callback([paths, json_out, quiet, tier, target, timeout] {
     const auto files = collect_fixtures(*paths);
     require(!files.empty(), "paths", "no .safetensors files found");
+    if (!target->empty()) {
+      require(target->rfind("exec:", 0) == 0 && target->size() > 5, "target",
+              "must be exec:'COMMAND' (the reference is what check runs without --target)");
+      require(tier->empty(), "tier", "an exec: target is judged at the tier it claims (its capabilities)");
+      exec::set_timeout(*timeout);
+      nlohmann::json rep;
+      const auto n = check_through_and_print(target->substr(5), files, &rep, *quiet);
+      if (!json_out->empty())
+        std::ofstream(*json_out) << nlohmann::json{{"target", *target}, {"fixtures", rep}, {"passed", n.passed},
+                                                   {"failed", n.failed}, {"not_covered", n.not_covered}}.dump(2)
+                                 << "\n";
+      if (n.passed + n.failed == 0) std::cout << "nothing was judged: every fixture is outside the target's capabilities\n";
+      if (n.failed || n.passed + n.failed == 0) exit_code = 1;
+      return;
+    }
     nlohmann::json rep;
     const int failures =
         check_and_print(files, &rep, *quiet, tier->empty() ? std::nullopt : std::optional<Tier>(parse_tier(*tier, "tier")));

@@ -36,4 +36,14 @@ std::vector<std::string> collect_fixtures(const std::vector<std::string>& args);
 int check_and_print(const std::vector<std::string>& files, nlohmann::json* report, bool quiet,
                     std::optional<Tier> tier = std::nullopt);
 
+// The same through the implementation behind an exec: target's COMMAND (check_through.cpp): static fixtures
+// through its `fixture` command, traces through its lifecycle commands, each judged at the tier it claims;
+// what its capabilities exclude is counted as not covered (with `quiet`: failing fixtures in full, the not
+// covered ones counted per reason).
+struct ThroughCounts {
+  int passed = 0, failed = 0, not_covered = 0;
+};
+ThroughCounts check_through_and_print(const std::string& command, const std::vector<std::string>& files,
+                                      nlohmann::json* report, bool quiet);
+
 }  // namespace replayssm::cli

@@ -26,6 +26,11 @@ m="$(ls "$WORK"/m/gva-ratio__recurrent__G3*.safetensors | head -1)"
 printf 'x' | dd of="$m" bs=1 seek=200 conv=notrunc 2>/dev/null
 out="$("$BIN" fixtures manifest "$WORK/m" --check 2>&1)"; rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -q "modified" || fail "modified fixture not reported by manifest --check (rc $rc)"
+"$BIN" check "$WORK/g" --target replay >/dev/null 2>"$WORK/err"; rc=$?
+[ $rc -ne 0 ] && grep -q "target" "$WORK/err" || fail "check --target that is not exec: not refused (rc $rc)"
+out="$("$BIN" check "$WORK/m" --target "exec:exit 3" --quiet 2>&1)"; rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "target.hello" && echo "$out" | grep -q "exited with status 3" \
+  || fail "check --target with a target that exits: expected exit 1 naming target.hello (rc $rc)"
 "$BIN" fixtures generate --preset no-such-model --out "$WORK/x" >/dev/null 2>"$WORK/err"; rc=$?
 [ $rc -ne 0 ] && grep -q "preset" "$WORK/err" || fail "unknown preset not reported"
 "$BIN" fuzz --target replay --preset tiny-gdn --cases 100 --fault zero_accepted_as_one --dump-dir "$WORK/d" >/dev/null 2>&1; rc=$?
