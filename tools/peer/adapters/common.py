@@ -185,5 +185,8 @@ class SelfCheck(Target):
                 self._log(step=self.steps, check="reversed rows outputs", layer=l, rows=len(rows),
                           max_abs_diff=float(diff.max()), max_abs=float(a.float().abs().max()))
         self._restore(after1)
-        self.inner.last = rows
+        owner = self.inner  # the adapter that remembers the stepped rows (through any forwarding wrappers)
+        while "last" not in vars(owner) and "inner" in vars(owner):
+            owner = owner.inner
+        owner.last = rows
         return out1
