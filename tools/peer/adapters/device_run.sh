@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Every peer adapter through the lifecycle campaigns, the self-checks (repeat / reversed rows), the trace
 # fixtures and a compute-sanitizer memcheck pass, in parallel on one GPU machine. Results under $OUT (one
-# .log and one .json per campaign, SUMMARY.txt). Needs: the CLI at $CLI (default .stage-peer/bin/replayssm),
+# .log and one .json per campaign, SUMMARY.txt) are written to a work folder ($WORK, default a fresh
+# temporary one); $OUT receives SUMMARY.txt, device.txt and results.tgz (everything else, dumps excluded),
+# since a GPU machine brings back only a few files. Needs: the CLI at $CLI (default .stage-peer/bin/replayssm),
 # FLA sources in .peers/fla (with einops beside fla/), vLLM's file in .peers/vllm (README.md here).
 #   OUT=/tmp/out bash tools/peer/adapters/device_run.sh [campaign-name-regex (traces: also the trace replays)] [list]
 set -u
 cd "$(dirname "$0")/../../.."
-OUT=${OUT:?set OUT}; CLI=${CLI:-.stage-peer/bin/replayssm}; PY=${PY:-python3}; ONLY=${1:-.}
+DEST=${OUT:?set OUT}; OUT=${WORK:-$(mktemp -d)}; CLI=${CLI:-.stage-peer/bin/replayssm}; PY=${PY:-python3}; ONLY=${1:-.}
 LIMIT=${LIMIT:-480}
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton-cache-peer}
 FLA="$PY tools/peer/adapters/fla_spec.py --peer-src .peers/fla"
@@ -51,5 +53,6 @@ sort $OUT/SUMMARY.txt -o $OUT/SUMMARY.txt
 cat $OUT/device.txt $OUT/SUMMARY.txt
 for f in $OUT/self-*.jsonl; do [[ -e $f ]] && { echo "== $f: $(wc -l <$f) findings"; head -5 $f; }; done
 ls $OUT/mc/ | head; grep -h -E "ERROR SUMMARY|Invalid" $OUT/mc/*.log 2>/dev/null | sort | uniq -c | head -20
-tar czf $OUT/results.tgz -C $OUT --exclude results.tgz --exclude '*.safetensors' . 2>/dev/null
+tar czf $DEST/results.tgz -C $OUT --exclude '*.safetensors' . 2>/dev/null
+cp $OUT/SUMMARY.txt $OUT/device.txt $DEST/ 2>/dev/null
 exit 0
