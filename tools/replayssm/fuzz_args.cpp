@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <utility>
 
 #include "exec_target.hpp"
 #include "replayssm/error.hpp"
@@ -28,6 +29,11 @@ void add_fuzz_options(CLI::App* c, FuzzArgs& a) {
   c->add_option("--target-timeout", a.target_timeout,
                 "Seconds an exec: target may take for one command before it is killed and the case fails")
       ->capture_default_str();
+  c->add_option("--l2norm", a.l2norm, "Override the preset's q/k l2norm form: rsqrt_mul, div_sqrt or none");
+  c->add_option("--act-dtype", a.act_dtype, "Override the preset's activation dtype: F32 or BF16");
+  c->add_option("--state-dtype", a.state_dtype, "Override the preset's state dtype: F32 or BF16");
+  c->add_option("--layout", a.layout, "Override the preset's state layout: vk or kv");
+  c->add_option("--kda-gate", a.kda_gate, "Override the preset's KDA gate: softplus or lower_bound_sigmoid");
 }
 
 fuzz::FuzzOptions options_for(const FuzzArgs& a, const std::string& target) {
@@ -36,6 +42,12 @@ fuzz::FuzzOptions options_for(const FuzzArgs& a, const std::string& target) {
   o.cfg = preset(a.preset);
   require(a.layers >= 0, "layers", "must be >= 0");
   if (a.layers > 0) o.cfg.num_layers = std::min(a.layers, o.cfg.num_layers);
+  if (!a.l2norm.empty()) o.cfg.l2norm = parse_l2norm(a.l2norm, "l2norm");
+  if (!a.act_dtype.empty()) o.cfg.act_dtype = parse_dtype(a.act_dtype, "act-dtype");
+  if (!a.state_dtype.empty()) o.cfg.state_dtype = parse_dtype(a.state_dtype, "state-dtype");
+  if (!a.layout.empty()) o.cfg.layout = parse_layout(a.layout, "layout");
+  if (!a.kda_gate.empty()) o.cfg.kda_gate = parse_kda_gate(a.kda_gate, "kda-gate");
+  o.cfg.validate();
   o.seed = a.seed;
   o.cases = a.cases;
   o.max_commands = a.max_commands;
@@ -64,6 +76,16 @@ std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
+std::string overrides(const FuzzArgs& a) {
+  std::string s;
+  const std::pair<const char*, const std::string*> flags[] = {{"--l2norm", &a.l2norm}, {"--act-dtype", &a.act_dtype},
+                                                              {"--state-dtype", &a.state_dtype}, {"--layout", &a.layout},
+                                                              {"--kda-gate", &a.kda_gate}};
+  for (const auto& [flag, value] : flags)
+    if (!value->empty()) s += std::string(" ") + flag + " " + shell_quote(*value);
+  return s;
+}
+
 std::ostream* progress_stream() { return ::isatty(2) ? &std::cerr : nullptr; }
 
 void print_report(const fuzz::FuzzReport& r, const FuzzArgs& a) {
@@ -84,9 +106,9 @@ void print_report(const fuzz::FuzzReport& r, const FuzzArgs& a) {
       std::printf("  replay the shrunk case: replayssm fuzz --replay %s%s\n", r.dump_path.c_str(),
                   exec ? (" --target " + shell_quote(r.target)).c_str() : "");
     std::printf("  rerun the campaign:     replayssm fuzz --target %s --preset %s --layers %d --cases %d --max-commands %d "
-                "--slots %d --max-T %d --recon %s --ring-dtype %s --fault %s --seed %llu\n",
+                "--slots %d --max-T %d --recon %s --ring-dtype %s --fault %s --seed %llu%s\n",
                 shell_quote(r.target).c_str(), a.preset.c_str(), a.layers, a.cases, a.max_commands, a.slots, a.max_T, a.recon.c_str(),
-                a.ring_dtype.c_str(), a.fault.c_str(), static_cast<unsigned long long>(a.seed));
+                a.ring_dtype.c_str(), a.fault.c_str(), static_cast<unsigned long long>(a.seed), overrides(a).c_str());
     std::printf("  shrunk counterexample (RapidCheck):\n%s\n", r.counterexample.c_str());
   }
 }

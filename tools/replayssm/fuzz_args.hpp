@@ -28,21 +28,29 @@ struct FuzzArgs {
   std::string fault = "none";
   std::string dump_dir = ".";
   double target_timeout = 60;  // seconds per command of an exec: target
+  // Overrides of the preset's model configuration (empty: the preset's own value), so that an implementation
+  // whose capabilities exclude the preset's defaults (another l2norm form, F32 activations, the kv layout, ...)
+  // can still be judged at the preset's dimensions.
+  std::string l2norm, act_dtype, state_dtype, layout, kda_gate;
 };
 
 // Adds --preset, --layers, --cases, --max-commands, --slots, --max-T, --seed, --recon, --ring-dtype,
-// --dump-dir and --target-timeout to c, bound to a (--target and --fault are added by each command, with its
+// --dump-dir, --target-timeout and the configuration overrides (--l2norm, --act-dtype, --state-dtype, --layout,
+// --kda-gate) to c, bound to a (--target and --fault are added by each command, with its
 // own help text).
 void add_fuzz_options(CLI::App* c, FuzzArgs& a);
 
 // The campaign options of `a` for one target (layers capped at the preset's); also sets the exec: targets'
 // per-command timeout. Throws Error naming the flag for an unknown preset, negative layers, an unknown
-// recon, ring dtype or fault, a timeout <= 0.
+// recon, ring dtype or fault, a timeout <= 0, an unknown override value.
 fuzz::FuzzOptions options_for(const FuzzArgs& a, const std::string& target);
 
 // The targets a --target value stands for: "reference" means both reference designs (replay and ring), and with
 // an injected fault only those in which the fault exists; any other name stands for itself.
 std::vector<std::string> targets_for(const std::string& target, const std::string& fault = "none");
+
+// The configuration overrides of `a` as flags (" --l2norm div_sqrt ..."), empty when there are none.
+std::string overrides(const FuzzArgs& a);
 
 // s quoted for a POSIX shell when it needs quoting (so a printed command line can be pasted back).
 std::string shell_quote(const std::string& s);

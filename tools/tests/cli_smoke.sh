@@ -35,6 +35,16 @@ out="$("$BIN" check "$WORK/m" --target "exec:exit 3" --quiet 2>&1)"; rc=$?
 [ $rc -ne 0 ] && grep -q "preset" "$WORK/err" || fail "unknown preset not reported"
 "$BIN" fuzz --target replay --preset tiny-gdn --cases 100 --fault zero_accepted_as_one --dump-dir "$WORK/d" >/dev/null 2>&1; rc=$?
 [ $rc -eq 1 ] || fail "fuzz with injected fault: expected exit 1, got $rc"
+# Configuration overrides reach the campaign's model config (the dumped case records it) and the rerun line.
+out="$("$BIN" fuzz --target replay --preset tiny-gdn --cases 100 --fault zero_accepted_as_one --l2norm div_sqrt \
+  --act-dtype F32 --layout kv --dump-dir "$WORK/o" 2>&1)"; rc=$?
+[ $rc -eq 1 ] || fail "fuzz with overrides and an injected fault: expected exit 1, got $rc"
+echo "$out" | grep -q -- "--l2norm div_sqrt --act-dtype F32 --layout kv" || fail "rerun line lacks the overrides"
+o="$(ls "$WORK"/o/*.safetensors | head -1)"
+grep -a -q 'l2norm\\":\\"div_sqrt' "$o" && grep -a -q 'act_dtype\\":\\"F32' "$o" && grep -a -q 'layout\\":\\"kv' "$o" \
+  || fail "dumped case does not carry the overridden config"
+"$BIN" fuzz --target replay --preset tiny-gdn --cases 1 --l2norm sqrt >/dev/null 2>"$WORK/err"; rc=$?
+[ $rc -ne 0 ] && grep -q "l2norm" "$WORK/err" || fail "unknown --l2norm value not reported naming the flag"
 d="$(ls "$WORK"/d/*.safetensors | head -1)"
 [ -n "$d" ] || fail "no dump written"
 "$BIN" fuzz --replay "$d" >/dev/null; rc=$?
