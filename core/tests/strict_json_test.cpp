@@ -43,6 +43,10 @@ TEST(StrictJson, IntegersAreJsonIntegersInRange) {
   EXPECT_EQ(field_of([&] { json_int(j[4], "x", 0, std::numeric_limits<std::int32_t>::max()); }), "x");  // no wrap
   EXPECT_EQ(field_of([&] { json_int(j[5], "x", 0, 10); }), "x");
   EXPECT_EQ(field_of([&] { json_int(j[6], "x", 0, std::numeric_limits<std::int64_t>::max()); }), "x");
+  // A non-negative integer below a positive lower bound (parsed as unsigned by nlohmann) is refused too.
+  EXPECT_EQ(field_of([&] { json_int(j[0], "x", 4, 10); }), "x");
+  EXPECT_EQ(field_of([&] { json_int(nlohmann::json::parse("0"), "x", 1, 10); }), "x");
+  EXPECT_EQ(json_int(j[0], "x", 3, 10), 3);
 }
 
 TEST(StrictJson, DecimalTextIsAFullMatch) {
