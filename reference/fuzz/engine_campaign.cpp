@@ -10,6 +10,7 @@
 #include "engine_case.hpp"
 #include "engine_level.hpp"
 #include "replayssm/error.hpp"
+#include "replayssm/frame.hpp"
 
 namespace replayssm::fuzz {
 
@@ -72,8 +73,12 @@ FuzzReport run_engine_fuzz(const EngineFuzzOptions& opt, std::ostream* progress)
     rep.reproduce = "--seed " + std::to_string(opt.seed);
     const std::string dir = opt.dump_dir.empty() ? "." : opt.dump_dir;
     std::filesystem::create_directories(dir);
+    // An exec: engine's name is a command line: its file is named by the command's digest.
+    const std::string name = opt.target.rfind("exec:", 0) == 0
+                                 ? "exec-" + std::to_string(digest64(opt.target.data(), opt.target.size()))
+                                 : opt.target;
     rep.dump_path = (std::filesystem::path(dir) /
-                     ("fuzz-failure-engine-" + opt.target + "-" + std::to_string(opt.seed) + ".safetensors"))
+                     ("fuzz-failure-engine-" + name + "-" + std::to_string(opt.seed) + ".safetensors"))
                         .string();
     write_safetensors_atomic(rep.dump_path,
                              engine_case_file(EngineCase{last_setup, opt.target, opt.fault, last_seq, rep.reason}));
@@ -89,6 +94,8 @@ FuzzReport run_engine_fuzz(const EngineFuzzOptions& opt, std::ostream* progress)
 
 std::string replay_engine_dump(const std::string& path, const std::string& target, std::string* notes) {
   const EngineCase c = read_engine_case(path);
+  require(c.target.rfind("exec:", 0) != 0 || !target.empty(), "target", "this case was judged against ", c.target,
+          "; a command is never taken from a file: give it again with --target exec:'...'");
   std::string use = c.target;
   if (!target.empty() && target != c.target) {
     use = target;

@@ -5,11 +5,15 @@
 #include <nlohmann/json.hpp>
 
 #include "engine_campaign.hpp"
+#include "engine_exec.hpp"
 #include "replayssm/error.hpp"
 
 namespace replayssm::cli {
 
 namespace el = ref::engine_level;
+
+// `--level engine --target exec:'COMMAND'`: an engine in its own process (the engine protocol).
+const bool kEngineExecRegistered = exec::register_engine_exec();
 
 void add_engine_level_options(CLI::App* c, EngineLevelArgs& e) {
   c->add_option("--level", e.level,
@@ -25,8 +29,8 @@ void add_engine_level_options(CLI::App* c, EngineLevelArgs& e) {
 
 int run_engine_level(const FuzzArgs& a, const EngineLevelArgs& e, const std::string& json_out) {
   fuzz::EngineFuzzOptions o;
-  o.target = a.target == "reference" ? "reference" : a.target;
-  if (o.target.rfind("engine:", 0) == 0) o.target = o.target.substr(7);
+  o.target = a.target;
+  if (o.target.rfind("engine:", 0) == 0) o.target = o.target.substr(7);  // engine:reference, engine:exec:CMD
   o.cfg = preset(a.preset);
   require(a.layers >= 0, "layers", "must be >= 0");
   if (a.layers > 0) o.cfg.num_layers = std::min(a.layers, o.cfg.num_layers);
@@ -50,7 +54,7 @@ int run_engine_level(const FuzzArgs& a, const EngineLevelArgs& e, const std::str
     if (!r.dump_path.empty()) std::printf("  replay the shrunk case: replayssm fuzz --replay %s\n", r.dump_path.c_str());
     std::printf("  rerun the campaign:     replayssm fuzz --level engine --target %s --preset %s --layers %d --cases %d "
                 "--max-commands %d --max-live %d --max-T %d --commit %s --buffers %s --fault %s --seed %llu\n",
-                r.target.c_str(), a.preset.c_str(), a.layers, a.cases, a.max_commands, e.max_live, a.max_T,
+                shell_quote(r.target).c_str(), a.preset.c_str(), a.layers, a.cases, a.max_commands, e.max_live, a.max_T,
                 e.commit.c_str(), e.buffers.c_str(), a.fault.c_str(), static_cast<unsigned long long>(a.seed));
     std::printf("  shrunk counterexample (RapidCheck):\n%s\n", r.counterexample.c_str());
   }

@@ -100,11 +100,32 @@ std::string engine_fault_scope(EngineFault f) {
 
 std::unique_ptr<RequestEngine> make_reference_request_engine(EngineFault fault);  // reference_engine.cpp
 
+namespace {
+using Factory = std::function<std::unique_ptr<RequestEngine>(const std::string&)>;
+std::map<std::string, Factory>& prefixes() {
+  static std::map<std::string, Factory> m;
+  return m;
+}
+}  // namespace
+
+bool register_request_engine_prefix(const std::string& prefix, Factory factory) {
+  prefixes()[prefix] = std::move(factory);
+  return true;
+}
+
 std::unique_ptr<RequestEngine> make_request_engine(const std::string& name, EngineFault fault) {
   if (name == "reference") return make_reference_request_engine(fault);
   require(fault == EngineFault::None, "fault", "engine-level faults exist only in the reference engine");
-  fail("target", "unknown engine-level implementation '", name, "' (known: reference)");
+  for (const auto& [prefix, factory] : prefixes())
+    if (name.rfind(prefix, 0) == 0) return factory(name.substr(prefix.size()));
+  std::string known = "reference";
+  for (const auto& [prefix, factory] : prefixes()) known += ", " + prefix + "...";
+  fail("target", "unknown engine-level implementation '", name, "' (known: ", known, ")");
 }
-std::vector<std::string> request_engine_kinds() { return {"reference"}; }
+std::vector<std::string> request_engine_kinds() {
+  std::vector<std::string> v{"reference"};
+  for (const auto& [prefix, factory] : prefixes()) v.push_back(prefix + "...");
+  return v;
+}
 
 }  // namespace replayssm::ref::engine_level

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -130,7 +131,11 @@ class RequestEngine {
 
 // Engine-level implementations by name: "reference" (the project's engine over the batch-level raw-payload
 // replay reference, batch.hpp), optionally with a catalogue fault. Error("target") for an unknown name.
+// Other builds add families of engines named by a prefix ("exec:" + command, conformance/exec/engine_exec.hpp):
+// make_request_engine("exec:CMD") calls the factory with "CMD". Returns true.
 std::unique_ptr<RequestEngine> make_request_engine(const std::string& name, EngineFault fault = EngineFault::None);
 std::vector<std::string> request_engine_kinds();
+bool register_request_engine_prefix(const std::string& prefix,
+                                    std::function<std::unique_ptr<RequestEngine>(const std::string& rest)> factory);
 
 }  // namespace replayssm::ref::engine_level
