@@ -40,8 +40,11 @@ inline void showValue(const EngineLevelSetup& s, std::ostream& os) {
 }
 }  // namespace replayssm::ref::engine_level
 
+// Every commit mode and buffering judged in lock step on each sequence.
 RC_GTEST_PROP(EngineLevel, ReferenceEngineMatchesPerRequestTruth, ()) {
-  fuzz::check_engine_level(*engine_setup(), "reference", el::EngineFault::None);
+  const auto setup = *engine_setup();
+  fuzz::check_engine_level(setup, "reference", el::EngineFault::None, nullptr, nullptr,
+                           fuzz::option_variants(setup.options.max_live));
 }
 
 // The two commit protocols give the same observable states: one event sequence, judged on every
@@ -70,7 +73,10 @@ struct Hunt {
 Hunt hunt(el::EngineFault fault) {
   std::vector<el::Event> seq;
   std::string reason;
-  auto prop = [&] { fuzz::check_engine_level(*engine_setup(), "reference", fault, &seq, &reason); };
+  auto prop = [&] {
+    const auto setup = *engine_setup();
+    fuzz::check_engine_level(setup, "reference", fault, &seq, &reason, fuzz::option_variants(setup.options.max_live));
+  };
   rc::detail::TestMetadata meta;
   meta.id = "engine-teeth/" + el::to_string(fault);
   meta.description = meta.id;
@@ -129,7 +135,8 @@ TEST(EngineCampaign, FaultIsDumpedAndTheDumpReplays) {
   EXPECT_TRUE(fuzz::is_engine_case(rep.dump_path));
   // The stored case fails again, and the same events pass on the correct engine.
   EXPECT_FALSE(fuzz::replay_engine_dump(rep.dump_path).empty());
-  EXPECT_EQ(fuzz::replay_events(c.setup, "reference", el::EngineFault::None, c.events), "");
+  EXPECT_EQ(c.variants.size(), 2u);  // next_step, both bufferings
+  EXPECT_EQ(fuzz::replay_events(c.setup, "reference", el::EngineFault::None, c.events, c.variants), "");
   // The file round-trips through its writer.
   const auto again = fuzz::parse_engine_case(fuzz::engine_case_file(c));
   EXPECT_EQ(again.events.size(), c.events.size());
@@ -148,7 +155,7 @@ TEST(EngineCampaign, CorrectEnginePassesACampaign) {
 
 TEST(EngineCase, MalformedFilesNameTheField) {
   el::EngineLevelSetup s = el::make_engine_level_setup(preset("tiny-gdn"), 3, 2, 4, {});
-  fuzz::EngineCase c{s, "reference", el::EngineFault::None, {}, ""};
+  fuzz::EngineCase c{s, {s.options}, "reference", el::EngineFault::None, {}, ""};
   el::Event admit;
   admit.kind = el::Event::Kind::Admit;
   admit.prompt = 3;
@@ -170,8 +177,11 @@ TEST(EngineCase, MalformedFilesNameTheField) {
   g.metadata["events"] = R"([{"kind":"step","entries":[{"req":0,"T":9,"accepted":0,"eog_at":0,"seed":"1"}]}])";
   expect_field(g, "__metadata__.events[0].entries[0].T");
   g = f;
-  g.metadata["options"] = R"({"max_live":2,"commit":"later","buffers":"double"})";
-  expect_field(g, "__metadata__.options.commit");
+  g.metadata["options"] = R"([{"max_live":2,"commit":"later","buffers":"double"}])";
+  expect_field(g, "__metadata__.options[0].commit");
+  g = f;
+  g.metadata["options"] = R"([])";
+  expect_field(g, "__metadata__.options");
   g = f;
   g.metadata["fault"] = "no_such_fault";
   expect_field(g, "__metadata__.fault");

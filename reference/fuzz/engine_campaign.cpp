@@ -31,17 +31,24 @@ FuzzReport run_engine_fuzz(const EngineFuzzOptions& opt, std::ostream* progress)
   el::EngineLevelSetup last_setup;
   int case_no = 0;
   const auto t0 = std::chrono::steady_clock::now();
+  // The reference engine is judged under every commit mode and buffering at once (one engine each, in lock
+  // step); an engine process once per case, under options drawn for the case (they are hints it may ignore).
+  const bool one = opt.target.rfind("exec:", 0) == 0;
+  const auto all = option_variants(opt.max_live, opt.commit, opt.buffers);
+  std::vector<el::EngineOptions> last_variants;
   auto prop = [&] {
     const std::uint64_t case_seed = *rc::gen::arbitrary<std::uint64_t>();
     el::EngineOptions o = *engine_options(opt.max_live);
     if (opt.commit) o.commit = *opt.commit;
     if (opt.buffers) o.buffers = *opt.buffers;
-    const auto setup = el::make_engine_level_setup(opt.cfg, case_seed, opt.max_live, opt.max_T, o);
+    const std::vector<el::EngineOptions> variants = one ? std::vector<el::EngineOptions>{o} : all;
+    const auto setup = el::make_engine_level_setup(opt.cfg, case_seed, opt.max_live, opt.max_T, variants[0]);
     ++case_no;
     try {
-      check_engine_level(setup, opt.target, opt.fault, &last_seq, &last_reason);
+      check_engine_level(setup, opt.target, opt.fault, &last_seq, &last_reason, variants);
     } catch (...) {
       last_setup = setup;
+      last_variants = variants;
       throw;
     }
     if (progress) {
@@ -81,7 +88,7 @@ FuzzReport run_engine_fuzz(const EngineFuzzOptions& opt, std::ostream* progress)
                      ("fuzz-failure-engine-" + name + "-" + std::to_string(opt.seed) + ".safetensors"))
                         .string();
     write_safetensors_atomic(rep.dump_path,
-                             engine_case_file(EngineCase{last_setup, opt.target, opt.fault, last_seq, rep.reason}));
+                             engine_case_file(EngineCase{last_setup, last_variants, opt.target, opt.fault, last_seq, rep.reason}));
   } else {
     std::ostringstream os;
     rc::detail::printResultMessage(result, os);
@@ -101,7 +108,8 @@ std::string replay_engine_dump(const std::string& path, const std::string& targe
     use = target;
     if (notes) *notes = "recorded engine '" + c.target + "', replaying against '" + target + "'";
   }
-  return replay_events(c.setup, use, c.fault, c.events);
+  return replay_events(c.setup, use, c.fault, c.events, use.rfind("exec:", 0) == 0 ? std::vector<el::EngineOptions>{c.setup.options}
+                                                                                    : c.variants);
 }
 
 }  // namespace replayssm::fuzz

@@ -52,8 +52,15 @@ EngineCase parse_engine_case(const SafetensorsFile& file) {
                       {"reason", ""}};
   EngineCase c;
   c.setup.base = parse_fuzz_case(as_fuzz).setup;
-  c.setup.options = el::EngineOptions::from_json(parse_strict_json(meta("options"), meta_field("options")),
-                                                 meta_field("options"));
+  const std::string of = meta_field("options");
+  const nlohmann::json oj = parse_strict_json(meta("options"), of);
+  require(oj.is_array() && !oj.empty() && oj.size() <= 4, of, "must be an array of 1 to 4 option objects");
+  for (std::size_t i = 0; i < oj.size(); ++i) {
+    const std::string f = of + "[" + std::to_string(i) + "]";
+    c.variants.push_back(el::EngineOptions::from_json(oj[i], f));
+    require(c.variants[i].max_live == c.variants[0].max_live, f + ".max_live", "differs from options[0].max_live");
+  }
+  c.setup.options = c.variants[0];
   try {
     c.setup.validate();
   } catch (const Error& e) {
@@ -97,7 +104,10 @@ SafetensorsFile engine_case_file(const EngineCase& c) {
   for (const auto& e : c.events) evs.push_back(e.to_json());
   f.metadata.erase("commands");
   f.metadata["schema"] = kEngineCaseSchema;
-  f.metadata["options"] = c.setup.options.to_json().dump();
+  auto variants = nlohmann::json::array();
+  for (const auto& o : c.variants.empty() ? std::vector<el::EngineOptions>{c.setup.options} : c.variants)
+    variants.push_back(o.to_json());
+  f.metadata["options"] = variants.dump();
   f.metadata["fault"] = el::to_string(c.fault);
   f.metadata["events"] = evs.dump();
   return f;

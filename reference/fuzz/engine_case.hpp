@@ -4,7 +4,8 @@
 //   schema          "replayssm.engine_case"
 //   schema_version  "1"
 //   setup           JSON text: EngineSetup::to_json(), read as strictly as in a fuzz case (same keys, caps)
-//   options         JSON text: EngineOptions::to_json() (max_live, commit, buffers)
+//   options         JSON text: an array of 1 to 4 EngineOptions::to_json() objects (max_live, commit, buffers),
+//                   one per engine judged in lock step, all with one max_live
 //   target          the engine-level implementation ("reference")
 //   fault           an engine-level fault name (request_engine.hpp)
 //   events          JSON text: an array of Event::to_json() objects (event.hpp), at most kCaseMaxCommands
@@ -24,7 +25,8 @@ namespace replayssm::fuzz {
 inline constexpr const char* kEngineCaseSchema = "replayssm.engine_case";
 
 struct EngineCase {
-  ref::engine_level::EngineLevelSetup setup;
+  ref::engine_level::EngineLevelSetup setup;               // setup.options = variants[0]
+  std::vector<ref::engine_level::EngineOptions> variants;  // the engines' options
   std::string target;
   ref::engine_level::EngineFault fault = ref::engine_level::EngineFault::None;
   std::vector<ref::engine_level::Event> events;

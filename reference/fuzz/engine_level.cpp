@@ -108,8 +108,11 @@ std::int32_t pick(const std::vector<std::int32_t>& v) {
 }
 bool has(const std::vector<std::int32_t>& v, std::int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 std::uint64_t any_seed() { return *rc::gen::resize(100, rc::gen::arbitrary<std::uint64_t>()); }
-// Budgets: mostly short (the cap is reached within a few steps, often in the same run as a stop token).
-std::int32_t budget() { return *rc::gen::oneOf(uniform<int>(1, 4), uniform<int>(1, 17)); }
+// Budgets: often no longer than one verify window (2..max_T tokens: the cap falls inside an accepted run, often
+// one that also holds a stop token before it), else up to 16.
+std::int32_t budget(std::int32_t max_T) {
+  return *rc::gen::oneOf(uniform<int>(2, std::max(3, max_T + 1)), uniform<int>(1, 17));
+}
 
 std::string run_checks(el::EngineJudge& judge, const EngineLevelModel& before, const Event& e) {
   std::string err = judge.apply(e);
@@ -117,8 +120,19 @@ std::string run_checks(el::EngineJudge& judge, const EngineLevelModel& before, c
   EngineLevelModel after = before;
   after.apply(e);
   err = table_disagreement(after, judge.truth().table(), "truth");
-  if (err.empty()) err = table_disagreement(after, judge.sut().requests(), "engine");
+  for (std::size_t i = 0; i < judge.engines() && err.empty(); ++i) {
+    err = table_disagreement(after, judge.sut(i).requests(), "engine");
+    if (!err.empty() && judge.engines() > 1) err = "[" + judge.label(i) + "] " + err;
+  }
   return err;
+}
+
+el::EngineJudge make_judge(const el::EngineLevelSetup& setup, const std::string& engine, el::EngineFault fault,
+                           const std::vector<el::EngineOptions>& variants) {
+  std::vector<el::EngineJudge::Candidate> c;
+  for (const auto& o : variants.empty() ? std::vector<el::EngineOptions>{setup.options} : variants)
+    c.push_back(el::EngineJudge::Candidate{o, el::make_request_engine(engine, fault)});
+  return el::EngineJudge(setup, std::move(c));
 }
 
 struct EventCommand : Base {
@@ -140,7 +154,7 @@ struct Admit : EventCommand {
     e.kind = Event::Kind::Admit;
     e.req = m.next_id;
     e.prompt = *uniform<int>(1, 13);
-    e.max_new = budget();
+    e.max_new = budget(m.max_T);
     e.seed = any_seed();
   }
   void checkPreconditions(const EngineLevelModel& m) const override {
@@ -161,7 +175,7 @@ struct Step : EventCommand {
       en.req = id;
       en.T = *uniform<int>(1, m.max_T + 1);
       en.accepted = *rc::gen::oneOf(rc::gen::just(0), rc::gen::just(en.T), uniform<int>(0, en.T + 1));
-      if (en.accepted > 0 && *uniform<int>(0, 5) == 0) en.eog_at = *uniform<int>(1, en.accepted + 1);
+      if (en.accepted > 0 && *uniform<int>(0, 3) == 0) en.eog_at = *uniform<int>(1, en.accepted + 1);
       en.seed = any_seed();
       e.entries.push_back(en);
     }
@@ -210,7 +224,7 @@ struct Derive : EventCommand {
     e.from = pick(m.with(Status::Running, true));
     if (k == Event::Kind::PrefixHit) {
       e.prompt = *uniform<int>(1, 7);
-      e.max_new = budget();
+      e.max_new = budget(m.max_T);
       e.seed = any_seed();
     }
   }
@@ -227,7 +241,7 @@ struct PrefixHit : Derive {
 
 rc::Gen<rc::state::Commands<Base>> event_gen(const EngineLevelModel& m0) {
   return rc::state::gen::commands(
-      m0, rc::state::gen::execOneOfWithArgs<Admit, Admit, Step, Step, Step, Step, Step, Step, Finish, Preempt, Resume,
+      m0, rc::state::gen::execOneOfWithArgs<Admit, Admit, Step, Step, Step, Step, Step, Step, Finish, Preempt, Preempt, Resume,
                                             Fork, PrefixHit>());
 }
 
@@ -239,6 +253,15 @@ EngineLevelModel model_for(std::int32_t max_live, std::int32_t max_T) {
 }
 
 }  // namespace
+
+std::vector<el::EngineOptions> option_variants(std::int32_t max_live, std::optional<el::CommitMode> commit,
+                                               std::optional<el::Buffering> buffers) {
+  std::vector<el::EngineOptions> v;
+  for (auto c : {el::CommitMode::SameIteration, el::CommitMode::NextStep})
+    for (auto b : {el::Buffering::InPlace, el::Buffering::Double})
+      if ((!commit || *commit == c) && (!buffers || *buffers == b)) v.push_back(el::EngineOptions{max_live, c, b});
+  return v;
+}
 
 rc::Gen<el::EngineOptions> engine_options(std::int32_t max_live) {
   return rc::gen::exec([max_live] {
@@ -258,9 +281,10 @@ std::vector<Event> generate_events(std::int32_t max_live, std::int32_t max_T, st
 }
 
 void check_engine_level(const el::EngineLevelSetup& setup, const std::string& engine, el::EngineFault fault,
-                        std::vector<Event>* last_failure, std::string* last_reason) {
+                        std::vector<Event>* last_failure, std::string* last_reason,
+                        const std::vector<el::EngineOptions>& variants) {
   const EngineLevelModel m0 = model_for(setup.options.max_live, setup.base.max_T);
-  EngineLevelSut sut{el::EngineJudge(setup, el::make_request_engine(engine, fault)), {}};
+  EngineLevelSut sut{make_judge(setup, engine, fault, variants), {}};
   try {
     const auto cmds = *event_gen(m0);
     rc::state::runAll(cmds, m0, sut);
@@ -275,7 +299,6 @@ void check_engine_level(const el::EngineLevelSetup& setup, const std::string& en
     RC_CLASSIFY(hit, "prefix hit");
     RC_CLASSIFY(resume, "resume");
     RC_CLASSIFY(stop, "stop token");
-    RC_TAG(el::to_string(setup.options.commit) + "/" + el::to_string(setup.options.buffers));
   } catch (...) {
     if (!sut.failure.empty()) {
       if (last_failure) *last_failure = sut.judge.executed();
@@ -286,8 +309,8 @@ void check_engine_level(const el::EngineLevelSetup& setup, const std::string& en
 }
 
 std::string replay_events(const el::EngineLevelSetup& setup, const std::string& engine, el::EngineFault fault,
-                          const std::vector<Event>& events) {
-  el::EngineJudge judge(setup, el::make_request_engine(engine, fault));
+                          const std::vector<Event>& events, const std::vector<el::EngineOptions>& variants) {
+  el::EngineJudge judge = make_judge(setup, engine, fault, variants);
   EngineLevelModel model = model_for(setup.options.max_live, setup.base.max_T);
   for (std::size_t i = 0; i < events.size(); ++i) {
     const std::string err = run_checks(judge, model, events[i]);

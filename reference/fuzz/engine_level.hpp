@@ -9,6 +9,7 @@
 #include <rapidcheck/state.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,15 +39,22 @@ struct EngineLevelModel {
 std::string table_disagreement(const EngineLevelModel& want, const std::map<std::int32_t, el::RequestStatus>& table,
                                const std::string& whose);
 
-// Runs one generated event sequence (inside a RapidCheck property) on an EngineJudge over
-// make_request_engine(engine, fault); after every event the judge's checks, then the truth's and the engine's
-// request tables against the model. On the first failure: records it (and the executed sequence) and fails.
+// The engine options an event sequence is judged under: every combination of commit mode and buffering,
+// or only those matching a fixed mode (max_live from the argument).
+std::vector<el::EngineOptions> option_variants(std::int32_t max_live, std::optional<el::CommitMode> commit = {},
+                                               std::optional<el::Buffering> buffers = {});
+
+// Runs one generated event sequence (inside a RapidCheck property) on an EngineJudge over one instance of
+// make_request_engine(engine, fault) per entry of `variants` (empty: setup.options alone), all in lock step
+// against one truth; after every event the judge's checks, then the truth's and every engine's request table
+// against the model. On the first failure: records it (and the executed sequence) and fails.
 void check_engine_level(const el::EngineLevelSetup& setup, const std::string& engine, el::EngineFault fault,
-                        std::vector<el::Event>* last_failure = nullptr, std::string* last_reason = nullptr);
+                        std::vector<el::Event>* last_failure = nullptr, std::string* last_reason = nullptr,
+                        const std::vector<el::EngineOptions>& variants = {});
 
 // Replays a recorded sequence with the same checks; "" or "event i (...): why".
 std::string replay_events(const el::EngineLevelSetup& setup, const std::string& engine, el::EngineFault fault,
-                          const std::vector<el::Event>& events);
+                          const std::vector<el::Event>& events, const std::vector<el::EngineOptions>& variants = {});
 
 // A sequence from the same generator, deterministic in (seed, size).
 std::vector<el::Event> generate_events(std::int32_t max_live, std::int32_t max_T, std::uint64_t seed, int size);

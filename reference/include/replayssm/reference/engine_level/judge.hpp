@@ -12,6 +12,7 @@
 //      slots of a request it belongs to, and a commit landing in a slot nobody holds is a failure.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,27 +26,39 @@ namespace replayssm::ref::engine_level {
 class EngineJudge {
  public:
   EngineJudge(const EngineLevelSetup& setup, std::unique_ptr<RequestEngine> sut);
-  // "" when every check passes, else the first disagreement (check, request, layer, worst element). An Error
-  // from the truth means the event itself is invalid and propagates.
+  // Several engines judged in lock step against one truth, each set up with its own options (e.g. every
+  // commit mode and buffering: they must all give the same observable results); setup.options.max_live is
+  // the bound for all of them.
+  struct Candidate {
+    EngineOptions options;
+    std::unique_ptr<RequestEngine> engine;
+  };
+  EngineJudge(const EngineLevelSetup& setup, std::vector<Candidate> suts);
+  // "" when every check passes on every engine, else the first disagreement (which engine's options, check,
+  // request, layer, worst element). An Error from the truth means the event itself is invalid and propagates.
   std::string apply(const Event& e);
   const RequestTruth& truth() const { return truth_; }
-  const RequestEngine& sut() const { return *sut_; }
+  std::size_t engines() const { return suts_.size(); }
+  const RequestEngine& sut(std::size_t i = 0) const { return *suts_.at(i).engine; }
+  // "same_iteration/in_place" etc.: how engine i was set up.
+  std::string label(std::size_t i) const;
   const std::vector<Event>& executed() const { return executed_; }
 
  private:
   using Pools = std::vector<std::vector<float>>;
-  void run_on_sut(const Event& e, const std::vector<std::vector<SequenceInputs>>& windows,
-                  std::vector<std::vector<std::vector<float>>>& out);
-  std::string check_outputs(const Event& e, const std::vector<std::vector<std::vector<float>>>& want,
-                            const std::vector<std::vector<std::vector<float>>>& got) const;
-  std::string check_table() const;
-  std::string check_states() const;
-  std::string check_slots(const std::map<std::int32_t, std::vector<std::int32_t>>& before, const Pools& pools_before,
-                          std::map<std::int32_t, std::vector<std::int32_t>>& after) const;
-  CompareReport compare_values(const std::vector<float>& ref, const std::vector<float>& got, bool state) const;
+  using Outputs = std::vector<std::vector<std::vector<float>>>;
+  using SlotMap = std::map<std::int32_t, std::vector<std::int32_t>>;
+  static void run_on(RequestEngine& sut, const RequestTruth& truth, const Event& e,
+                     const std::vector<std::vector<SequenceInputs>>& windows, Outputs& out);
+  std::string check_outputs(const RequestEngine& sut, const Event& e, const Outputs& want, const Outputs& got) const;
+  std::string check_table(const RequestEngine& sut) const;
+  std::string check_states(const RequestEngine& sut) const;
+  std::string check_slots(const RequestEngine& sut, const SlotMap& before, const Pools& pools_before) const;
+  CompareReport compare_values(const RequestEngine& sut, const std::vector<float>& ref, const std::vector<float>& got,
+                               bool state) const;
 
   RequestTruth truth_;
-  std::unique_ptr<RequestEngine> sut_;
+  std::vector<Candidate> suts_;
   std::vector<Event> executed_;
 };
 
