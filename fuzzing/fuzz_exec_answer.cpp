@@ -1,6 +1,6 @@
 // libFuzzer harness: answers of an implementation in its own process (conformance/exec/answers.cpp), without a
 // process: the frame is decoded, then read as an error answer, a hello answer (with its capabilities), a
-// digest and a pool answer of two geometries.
+// digest, a pool answer of two geometries and a fixture answer (the out.* tensors of a recurrent fixture).
 #include "answers.hpp"
 #include "harness.hpp"
 #include "replayssm/error.hpp"
@@ -35,6 +35,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   try {
     (void)exec::parse_pool_answer(a, 1, 2, DType::BF16);
+  } catch (const Error&) {
+  }
+  try {
+    const std::map<std::string, Tensor> expected{{"out.o", Tensor{DType::F32, {2, 1, 2}, {}}},
+                                                 {"out.state", Tensor{DType::BF16, {1, 2, 2}, {}}}};
+    const auto got = exec::parse_fixture_answer(a, expected);
+    REPLAYSSM_FUZZ_CHECK(got.size() == expected.size());
+    for (const auto& [name, t] : got)
+      REPLAYSSM_FUZZ_CHECK(t.dtype == expected.at(name).dtype && t.shape == expected.at(name).shape);
   } catch (const Error&) {
   }
   return 0;

@@ -19,6 +19,8 @@ SMALL_FIXTURES = [
     "fixtures/golden/tiny-kda/tiny-kda__mtp_verify__T4.safetensors",
     "fixtures/golden/tiny-gdn/tiny-gdn__recurrent__T12.safetensors",
     "fixtures/golden/tiny-gdn/tiny-gdn-f32act-bf16state__replay_commit__T6_n0.safetensors",
+    "fixtures/conv/tiny-gdn/tiny-gdn__conv__update_T3_k2_bias.safetensors",
+    "fixtures/conv/tiny-kda/tiny-kda__conv__commit_T5_n3_k6_f32act_bf16state.safetensors",
 ]
 MROPE_FIXTURE = "fixtures/golden/mrope/mrope__qwen2-vl.safetensors"
 
@@ -142,6 +144,8 @@ def main():
         "pool": frame_body({"ok": True, "digests": ["1", "2", "3", "4", "5", "6"], "slots": [2, 0]},
                            {"values": ("F32", [2, 8], f32([float(i) for i in range(16)]))}),
         "step": frame_body({"ok": True}, {"o.0": ("BF16", [2, 1, 2], b"\x80\x3f\x00\x40\x00\x00\x80\xbf")}),
+        "fixture": frame_body({"ok": True}, {"out.o": ("F32", [2, 1, 2], f32([1, 2, 3, 4])),
+                                             "out.state": ("BF16", [1, 2, 2], b"\x80\x3f\x00\x40\x00\x00\x80\xbf")}),
     }
     for name, body in answers.items():
         write("fuzz_exec_answer", name, body)

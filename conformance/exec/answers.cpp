@@ -1,5 +1,7 @@
 #include "answers.hpp"
 
+#include <algorithm>
+
 #include "replayssm/error.hpp"
 
 namespace replayssm::exec {
@@ -31,7 +33,12 @@ Capabilities parse_hello_answer(const json& msg) {
           "target.hello.version", "must be [major, minor]");
   require((*v)[0] == kProtocolMajor, "target.hello.version", "protocol major version ", (*v)[0].dump(),
           " is not supported (this judge speaks ", kProtocolMajor, ".", kProtocolMinor, ")");
-  return Capabilities::from_json(msg.contains("capabilities") ? msg.at("capabilities") : json::object());
+  require((*v)[1] >= 0, "target.hello.version", "minor version ", (*v)[1].dump(), " is negative");
+  Capabilities c = Capabilities::from_json(msg.contains("capabilities") ? msg.at("capabilities") : json::object());
+  // Any minor >= 0 is read (a newer minor only adds optional fields); only "at least 1" matters here.
+  c.protocol_minor = (*v)[1].is_number_unsigned() ? static_cast<int>(std::min<std::uint64_t>((*v)[1].get<std::uint64_t>(), 1u << 20))
+                                                   : static_cast<int>(std::min<std::int64_t>((*v)[1].get<std::int64_t>(), 1 << 20));
+  return c;
 }
 
 std::uint64_t parse_hex64(const json& j, const std::string& field) {
@@ -69,6 +76,26 @@ PoolAnswer parse_pool_answer(const Frame& a, std::int32_t num_slots, std::int64_
     require(it != a.tensors.end(), "target.pool.values", "is missing from the answer");
     it->second.expect(state_dtype, {k, stride}, "target.pool.values");
     out.values = it->second.to_f32();
+  }
+  return out;
+}
+
+std::map<std::string, Tensor> parse_fixture_answer(const Frame& a, const std::map<std::string, Tensor>& expected) {
+  std::string names;
+  for (const auto& [name, t] : expected) names += (names.empty() ? "" : ", ") + name;
+  for (const auto& [name, t] : a.tensors)
+    require(expected.count(name), "target.fixture." + name, "is not an output of this fixture (expected ",
+            names.empty() ? std::string("none") : names, ")");
+  std::map<std::string, Tensor> out;
+  for (const auto& [name, want] : expected) {
+    const std::string field = "target.fixture." + name;
+    const auto it = a.tensors.find(name);
+    require(it != a.tensors.end(), field, "is missing from the answer");
+    require(it->second.dtype == want.dtype, field, "has dtype ", std::string(dtype_name(it->second.dtype)),
+            ", expected ", std::string(dtype_name(want.dtype)));
+    require(it->second.shape == want.shape, field, "has shape ", shape_str(it->second.shape), ", expected ",
+            shape_str(want.shape));
+    out.emplace(name, it->second);
   }
   return out;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,5 +36,10 @@ struct PoolAnswer {
   std::vector<float> values;            // slots.size() * stride
 };
 PoolAnswer parse_pool_answer(const Frame& a, std::int32_t num_slots, std::int64_t stride, DType state_dtype);
+
+// The answer to "fixture": exactly the tensors named in `expected` (the fixture's out.* tensors: name, dtype,
+// shape), each with that dtype and shape; nothing else. Error("target.fixture.<name>") naming the tensor that
+// is missing, extra, of another dtype or of another shape. Returns the answered tensors.
+std::map<std::string, Tensor> parse_fixture_answer(const Frame& a, const std::map<std::string, Tensor>& expected);
 
 }  // namespace replayssm::exec

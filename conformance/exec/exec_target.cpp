@@ -80,7 +80,16 @@ Capabilities Capabilities::from_json(const json& j) {
   c.gva_ratios = list_of<int>(j, "gva_ratios", {}, int_of);
   c.K = list_of<int>(j, "K", {}, int_of);
   c.V = list_of<int>(j, "V", {}, int_of);
-  c.fixture_ops = list_of<std::string>(j, "fixture_ops", {}, str_of);
+  c.fixture_ops = list_of<std::string>(j, "fixture_ops", {}, [](const json& e, const std::string& f) {
+    const std::string op = str_of(e, f);
+    std::string known;
+    for (const auto& k : kFixtureOps) known += (known.empty() ? "" : ", ") + k;
+    require(has(kFixtureOps, op), f, "'", op, "' is not a fixture op (known: ", known, ")");
+    return op;
+  });
+  for (std::size_t i = 0; i < c.fixture_ops.size(); ++i)
+    for (std::size_t k = 0; k < i; ++k)
+      require(c.fixture_ops[k] != c.fixture_ops[i], p + "fixture_ops", "lists '", c.fixture_ops[i], "' twice");
   c.round_beta_to_act = bool_of(j, "round_beta_to_act", c.round_beta_to_act);
   c.copy_slot = bool_of(j, "copy_slot", c.copy_slot);
   c.bit_exact = bool_of(j, "bit_exact", c.bit_exact);
@@ -134,6 +143,10 @@ std::string Capabilities::unsupported(const ModelConfig& cfg, int max_T_wanted) 
   std::string s = why.str();
   if (!s.empty()) s = "not supported by the target: " + s.substr(0, s.size() - 2);
   return s;
+}
+
+bool Capabilities::runs_fixture_op(const std::string& op) const {
+  return protocol_minor >= 1 && has(fixture_ops, op);
 }
 
 void set_timeout(double seconds) {
@@ -264,6 +277,28 @@ std::shared_ptr<Connection> connect(const std::string& command) {
 }  // namespace
 
 Capabilities capabilities(const std::string& command) { return connect(command)->caps(); }
+
+std::map<std::string, Tensor> run_fixture(const std::string& command, const Fixture& f) {
+  const auto conn = connect(command);
+  const Capabilities& caps = conn->caps();
+  require(caps.runs_fixture_op(f.op), "target.fixture", "the target does not run fixture op '", f.op, "'",
+          caps.protocol_minor < 1 ? " (it speaks protocol 1." + std::to_string(caps.protocol_minor) +
+                                        ", which has no fixture command)"
+                                  : "");
+  Frame req;
+  json outputs = json::object();
+  std::map<std::string, Tensor> expected;
+  for (const auto& [name, t] : f.tensors) {
+    if (name.rfind("out.", 0) == 0) {
+      outputs[name] = json{{"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape}};
+      expected.emplace(name, Tensor{t.dtype, t.shape, {}});
+    } else {
+      req.tensors.emplace(name, t);  // in.* and param.*, with their stored dtypes
+    }
+  }
+  req.msg = json{{"op", "fixture"}, {"fixture_op", f.op}, {"config", f.config}, {"outputs", outputs}};
+  return parse_fixture_answer(conn->call(req, "fixture"), expected);
+}
 
 TransportStats transport_stats(const std::string& command) {
   std::lock_guard<std::mutex> lock(g_stats_mu);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,12 +18,14 @@
 
 #include "replayssm/compare.hpp"
 #include "replayssm/config.hpp"
+#include "replayssm/fixture.hpp"
 #include "replayssm/reference/target.hpp"
 #include "replayssm/tier.hpp"
 
 namespace replayssm::exec {
 
-inline constexpr int kProtocolMajor = 1, kProtocolMinor = 0;
+// 1.1 added the `fixture` command (the fixture-op capability).
+inline constexpr int kProtocolMajor = 1, kProtocolMinor = 1;
 inline constexpr const char* kProtocolName = "replayssm.target";
 
 // What an implementation says it can do (the "capabilities" object of its hello answer).
@@ -44,7 +47,10 @@ struct Capabilities {
   Tier tier = Tier::Fp32;                                  // the precision tier it claims (tier.hpp)
   bool pad_outputs_zero = false;                           // claims PAD rows' outputs are exact zeros
   std::string design = "other";                            // full_state, replay, spec_ring, decode_ring, other
-  std::vector<std::string> fixture_ops;                    // fixture ops it implements (docs/target-protocol.md)
+  std::vector<std::string> fixture_ops;                    // fixture ops it implements (docs/target-protocol.md):
+                                                           // a subset of kFixtureOps, no op twice
+  int protocol_minor = kProtocolMinor;                     // the minor version the implementation answered (not
+                                                           // part of the capabilities object; `fixture` needs >= 1)
 
   // Reads the hello answer's "capabilities" object; Error("target.hello.capabilities.<key>").
   static Capabilities from_json(const nlohmann::json& j);
@@ -52,7 +58,20 @@ struct Capabilities {
   // "" when cfg (with max_T and num_layers) is inside the capabilities, else why not ("act_dtype BF16 not
   // supported").
   std::string unsupported(const ModelConfig& cfg, int max_T) const;
+  // Whether `fixture` may be sent for fixture op `op` (claimed, and the implementation speaks 1.1 or later).
+  bool runs_fixture_op(const std::string& op) const;
 };
+
+// The fixture ops an implementation can claim (the golden operations, reference/golden.hpp).
+inline const std::vector<std::string> kFixtureOps{"recurrent", "chunked", "mtp_verify", "replay_commit",
+                                                  "mtp_batch"};
+
+// Runs one static fixture through the implementation behind COMMAND (the `fixture` command): sends the
+// fixture's op, config and in.* / param.* tensors, and returns the answered out.* tensors, parsed strictly
+// (parse_fixture_answer: the fixture's out.* names, dtypes and shapes exactly). Error("target.fixture[.<name>]")
+// for a refusal, a failed process or a misfit answer; Error("target.fixture") when the implementation does not
+// claim the fixture's op.
+std::map<std::string, Tensor> run_fixture(const std::string& command, const Fixture& f);
 
 // Per-command timeout of every exec target (seconds; default 60).
 void set_timeout(double seconds);

@@ -80,3 +80,53 @@ TEST(ExecAnswers, PoolAnswer) {
   a.msg = json::array();
   EXPECT_EQ(field_of([&] { exec::parse_pool_answer(a, 2, 8, DType::F32); }), "target.pool.digests");
 }
+
+// The fixture-op capability: op names are checked, and only an implementation answering 1.1 or later runs them.
+TEST(ExecAnswers, FixtureOpsAndTheMinorVersion) {
+  auto h = hello();
+  h["capabilities"] = {{"fixture_ops", {"recurrent", "mtp_batch"}}};
+  const auto v10 = exec::parse_hello_answer(h);
+  EXPECT_EQ(v10.protocol_minor, 0);
+  EXPECT_FALSE(v10.runs_fixture_op("recurrent"));  // 1.0 has no fixture command
+  h["version"] = {1, 1};
+  const auto v11 = exec::parse_hello_answer(h);
+  EXPECT_TRUE(v11.runs_fixture_op("recurrent") && v11.runs_fixture_op("mtp_batch"));
+  EXPECT_FALSE(v11.runs_fixture_op("chunked"));
+  h["version"] = {1, 7};  // a newer minor is read
+  EXPECT_TRUE(exec::parse_hello_answer(h).runs_fixture_op("recurrent"));
+  h["version"] = {1, -1};
+  EXPECT_EQ(field_of([&] { (void)exec::parse_hello_answer(h); }), "target.hello.version");
+  h["version"] = {1, 1};
+  for (const json& bad : {json{"mtp-verify"}, json{"recurrent", "recurrent"}, json{3}, json("recurrent")}) {
+    h["capabilities"] = {{"fixture_ops", bad}};
+    EXPECT_EQ(field_of([&] { (void)exec::parse_hello_answer(h); }), "target.hello.capabilities.fixture_ops")
+        << bad.dump();
+  }
+}
+
+// A fixture answer holds exactly the expected out.* tensors, each of the expected dtype and shape.
+TEST(ExecAnswers, FixtureAnswer) {
+  const std::map<std::string, Tensor> want{{"out.o", Tensor{DType::F32, {2, 1, 2}, {}}},
+                                           {"out.state", Tensor{DType::BF16, {1, 2, 2}, {}}}};
+  Frame a;
+  a.tensors["out.o"] = Tensor::zeros(DType::F32, {2, 1, 2});
+  a.tensors["out.state"] = Tensor::zeros(DType::BF16, {1, 2, 2});
+  EXPECT_EQ(exec::parse_fixture_answer(a, want).size(), 2u);
+  auto field = [&](const Frame& f) { return field_of([&] { (void)exec::parse_fixture_answer(f, want); }); };
+  Frame missing = a;
+  missing.tensors.erase("out.state");
+  EXPECT_EQ(field(missing), "target.fixture.out.state");
+  Frame extra = a;
+  extra.tensors["out.bonus"] = Tensor::zeros(DType::F32, {1});
+  EXPECT_EQ(field(extra), "target.fixture.out.bonus");
+  Frame dtype = a;
+  dtype.tensors["out.state"] = Tensor::zeros(DType::F32, {1, 2, 2});
+  EXPECT_EQ(field(dtype), "target.fixture.out.state");
+  Frame shape = a;
+  shape.tensors["out.o"] = Tensor::zeros(DType::F32, {2, 2, 1});
+  EXPECT_EQ(field(shape), "target.fixture.out.o");
+  Frame unprefixed = a;
+  unprefixed.tensors["o"] = unprefixed.tensors.at("out.o");
+  unprefixed.tensors.erase("out.o");
+  EXPECT_EQ(field(unprefixed), "target.fixture.o");
+}

@@ -1,15 +1,21 @@
 // The exec: target against implementations that misbehave (data/misbehaving_target.py): every failure mode
 // is an Error naming the command and the field, carrying the process status and its stderr, within the
 // per-command timeout; the judge turns them into verdicts instead of crashing; the next case starts a fresh
-// process.
+// process. The same for the `fixture` command: misfit answers named, answers judged at the claimed tier, what
+// the capabilities exclude not covered.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "exec_fixtures.hpp"
 #include "exec_target.hpp"
 #include "replayssm/error.hpp"
+#include "replayssm/fixture.hpp"
 #include "replayssm/reference/judge.hpp"
 
 using namespace replayssm;
@@ -132,4 +138,117 @@ TEST_F(ExecTarget, JudgeTurnsAFailingTargetIntoAVerdict) {
   step.rows.push_back(ref::RowSpec{0, 2, 2, 0, 11});
   const std::string why = judge.apply(step);
   EXPECT_NE(why.find("target.step.o.0"), std::string::npos) << why;
+}
+
+// --- the fixture command ---------------------------------------------------------------------------------------
+namespace {
+
+std::string golden(const std::string& rel) { return std::string(REPLAYSSM_SOURCE_DIR) + "/fixtures/golden/" + rel; }
+const std::string kRecurrent = golden("tiny-gdn/tiny-gdn__recurrent__T12.safetensors");
+const std::string kBatch = golden("tiny-gdn/tiny-gdn__mtp_batch__B4_T4.safetensors");
+
+const exec::ExecTensorCheck* find_check(const exec::ExecFixtureResult& r, const std::string& name) {
+  for (const auto& t : r.tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+}  // namespace
+
+// Each misfit answer is an Error naming the command and the tensor; through check_fixture_through it is a failed
+// (covered) fixture carrying that field, never a pass.
+TEST_F(ExecTarget, FixtureAnswerMisfitsAreNamed) {
+  struct Case {
+    const char* mode;
+    const char* field;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"fixture_wrong_shape", "target.fixture.out.o", "has shape [13, 4, 8], expected [12, 4, 8]"},
+      {"fixture_wrong_dtype", "target.fixture.out.o", "has dtype F64, expected F32"},
+      {"fixture_missing", "target.fixture.out.state", "is missing from the answer"},
+      {"fixture_extra", "target.fixture.out.bonus", "is not an output of this fixture (expected out.o, out.state)"},
+  };
+  const Fixture f = load_fixture(kRecurrent);
+  for (const auto& c : cases) {
+    const auto e = failure_of([&] { (void)exec::run_fixture(command(c.mode), f); });
+    EXPECT_EQ(e.field, c.field) << c.mode << ": " << e.message;
+    EXPECT_NE(e.message.find(c.says), std::string::npos) << c.mode << ": " << e.message;
+    const auto r = exec::check_fixture_through(command(c.mode), kRecurrent);
+    EXPECT_TRUE(r.covered && !r.ok) << c.mode << ": " << r.str();
+    EXPECT_NE(r.why.find(c.field), std::string::npos) << c.mode << ": " << r.str();
+    EXPECT_NE(r.str().find("FAIL"), std::string::npos) << r.str();
+  }
+}
+
+// Zeros of the right dtype and shape: PASS on a fixture whose expectations are zeros, FAIL on the golden one,
+// naming the tensor, the worst element (index, coordinates, expected, got) and both tolerances.
+TEST_F(ExecTarget, FixtureAnswersAreComparedAtTheClaimedTierNamingTheWorstElement) {
+  Fixture f = load_fixture(kRecurrent);
+  const auto dir = std::filesystem::temp_directory_path() / ("exec-fixture-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  for (const auto& name : f.tensor_names("out.")) {
+    auto& t = f.tensors.at(name);
+    t = Tensor::zeros(t.dtype, t.shape);
+  }
+  const std::string zeros = (dir / "zeros__recurrent.safetensors").string();
+  save_fixture(zeros, f);
+  const auto pass = exec::check_fixture_through(command("fixture_zeros"), zeros);
+  EXPECT_TRUE(pass.covered && pass.ok) << pass.str();
+  EXPECT_EQ(pass.tier, "fp32");
+
+  const auto fail = exec::check_fixture_through(command("fixture_zeros"), kRecurrent);
+  ASSERT_TRUE(fail.covered && !fail.ok) << fail.str();
+  const auto* o = find_check(fail, "out.o");
+  ASSERT_NE(o, nullptr) << fail.str();
+  EXPECT_FALSE(o->report.ok);
+  EXPECT_EQ(o->report.worst_got, 0.0);
+  EXPECT_NE(o->report.worst_ref, 0.0);
+  const std::string line = fail.str();
+  for (const char* s : {"FAIL ", "tiny-gdn__recurrent__T12", "fp32 tier", "worst@", "worst element [",
+                        "stored tolerance allclose(atol=1e-05,rtol=0.0001)", "[allclose(atol="})
+    EXPECT_NE(line.find(s), std::string::npos) << s << " in\n" << line;
+  std::filesystem::remove_all(dir);
+}
+
+// mtp_batch: an answer that commits nothing keeps every slot no row writes bitwise (that check passes) and is
+// caught on the written slots alone; its PAD row's outputs are don't-care (no pad_outputs_zero claim).
+TEST_F(ExecTarget, FixtureMtpBatchJudgesWrittenAndUntouchedSlotsApart) {
+  const auto r = exec::check_fixture_through(command("fixture_echo_pool"), kBatch);
+  ASSERT_TRUE(r.covered && !r.ok) << r.str();
+  const auto* untouched = find_check(r, "out.pool (slots no row writes: bitwise unchanged)");
+  const auto* written = find_check(r, "out.pool (written slots)");
+  ASSERT_TRUE(untouched && written) << r.str();
+  EXPECT_TRUE(untouched->report.ok) << untouched->str();
+  EXPECT_FALSE(written->report.ok) << written->str();
+  // The scale of the written slots, not the 1e30 markers of unused ones: atol = 2e-5 * max(1, max|S|).
+  EXPECT_LT(written->judged.atol, 1e-3) << written->judged.str();
+  EXPECT_EQ(find_check(r, "out.o (PAD rows: exact zeros, claimed)"), nullptr);  // no claim: don't-care
+
+  // Claiming pad_outputs_zero: the PAD row's outputs must be exact +0 (row 1 of [4, 4, HV, V]).
+  const auto claimed = exec::check_fixture_through(command("fixture_pad_ones"), kBatch);
+  const auto* pad = find_check(claimed, "out.o (PAD rows: exact zeros, claimed)");
+  ASSERT_NE(pad, nullptr) << claimed.str();
+  EXPECT_FALSE(pad->report.ok);
+  EXPECT_EQ(exec::coords_of(pad->report.worst_index, pad->shape).rfind("[1, ", 0), 0u) << pad->str();
+}
+
+// What the capabilities exclude is "not covered" with the reason, never a pass.
+TEST_F(ExecTarget, FixturesOutsideTheCapabilitiesAreNotCovered) {
+  struct Case {
+    std::string mode, path, says;
+  };
+  const Case cases[] = {
+      {"fixture_v10", kRecurrent, "protocol 1.0, which has no fixture command"},
+      {"stderr_flood_on_setup", kRecurrent, "fixture op 'recurrent' is not claimed"},
+      {"fixture_zeros", golden("tiny-gdn/tiny-gdn__mtp_verify__T4.safetensors"), "'mtp_verify' is not claimed"},
+      {"fixture_zeros", golden("mrope/mrope__qwen2-vl.safetensors"), "MRoPE fixtures are not a target operation"},
+  };
+  for (const auto& c : cases) {
+    const auto r = exec::check_fixture_through(command(c.mode), c.path);
+    EXPECT_FALSE(r.covered) << c.mode << ": " << r.str();
+    EXPECT_FALSE(r.ok) << c.mode;
+    EXPECT_NE(r.why.find(c.says), std::string::npos) << c.mode << ": " << r.str();
+    EXPECT_EQ(r.str().rfind("not covered ", 0), 0u) << r.str();
+  }
 }

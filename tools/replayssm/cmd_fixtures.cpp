@@ -7,10 +7,12 @@
 #include <set>
 
 #include "commands.hpp"
+#include "exec_target.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/manifest.hpp"
 #include "replayssm/reference/trace.hpp"
 #include "replayssm/reference/golden.hpp"
+#include "replayssm/reference/conv_fixture.hpp"
 #include "replayssm/reference/ring_fixture.hpp"
 #include "trace_gen.hpp"
 
@@ -58,11 +60,11 @@ int check_and_print(const std::vector<std::string>& files, nlohmann::json* repor
 void register_fixtures(CLI::App& app) {
   auto* fx = app.add_subcommand("fixtures", "Golden fixture files (safetensors, docs/fixture-format.md)");
   fx->require_subcommand(1);
-  auto* gen = fx->add_subcommand("generate", "Write the golden set of a model preset (or a golden matrix, its traces, its ring-step fixtures) into a directory");
+  auto* gen = fx->add_subcommand("generate", "Write the golden set of a model preset (or a golden matrix, its traces, its ring-step or conv fixtures) into a directory");
   struct Opts {
     std::string preset = "qwen3.5", matrix, out;
     std::uint64_t seed = 20261129;
-    bool traces = false, ring = false;
+    bool traces = false, ring = false, conv = false;
     int cases = fuzz::TraceSetOptions{}.cases, max_commands = fuzz::TraceSetOptions{}.max_commands,
         slots = fuzz::TraceSetOptions{}.num_slots, max_T = fuzz::TraceSetOptions{}.max_T;
   };
@@ -86,9 +88,15 @@ void register_fixtures(CLI::App& app) {
   auto* ring = gen->add_flag("--ring", o->ring,
                              "Write ring-step fixtures of the preset instead (op ring.step, docs/fixture-format.md "
                              "section 10): one verify + commit of a spec-ring slot");
+  auto* conv = gen->add_flag("--conv", o->conv,
+                             "Write short-convolution fixtures of the preset instead (ops conv.prefill, conv.update, "
+                             "conv.commit, docs/fixture-format.md section 11): the conv state of a GDN/KDA layer");
   traces->excludes(matrix);
   ring->excludes(matrix);
   ring->excludes(traces);
+  conv->excludes(matrix);
+  conv->excludes(traces);
+  conv->excludes(ring);
   gen->add_option("--cases", o->cases, "Traces to write (--traces)")->capture_default_str();
   gen->add_option("--max-commands", o->max_commands, "Longest lifecycle command sequence of a trace (--traces)")
       ->capture_default_str();
@@ -104,6 +112,12 @@ void register_fixtures(CLI::App& app) {
     if (o->ring) {
       const auto paths = ref::write_ring_set(preset(o->preset), o->seed, o->out);
       std::cout << "wrote " << paths.size() << " ring-step fixtures for preset " << o->preset << " (seed " << o->seed
+                << ") to " << o->out << "\n";
+      return;
+    }
+    if (o->conv) {
+      const auto paths = ref::write_conv_set(preset(o->preset), o->seed, o->out);
+      std::cout << "wrote " << paths.size() << " conv fixtures for preset " << o->preset << " (seed " << o->seed
                 << ") to " << o->out << "\n";
       return;
     }
@@ -162,15 +176,38 @@ void register_check(CLI::App& app) {
   auto json_out = std::make_shared<std::string>();
   auto quiet = std::make_shared<bool>(false);
   auto tier = std::make_shared<std::string>();
+  auto target = std::make_shared<std::string>();
+  auto timeout = std::make_shared<double>(exec::timeout());
   chk->add_option("paths", *paths, "Fixture files or directories (searched recursively)")->required();
   chk->add_option("--tier", *tier,
                   "Judge the oracle's replay of traces at this precision tier (fp32, tf32, bf16) instead of their "
                   "stored tolerance (exact)");
   chk->add_option("--json", *json_out, "Write a machine-readable report to this file");
   chk->add_flag("--quiet", *quiet, "Print failing fixtures only");
-  chk->callback([paths, json_out, quiet, tier] {
+  chk->add_option("--target", *target,
+                  "Judge an implementation instead of the reference: exec:'COMMAND' runs static fixtures through its "
+                  "`fixture` command and traces through its lifecycle commands, at the tier it claims "
+                  "(docs/target-protocol.md)");
+  chk->add_option("--target-timeout", *timeout, "Seconds an exec: target may take for one command")
+      ->capture_default_str();
+  chk->callback([paths, json_out, quiet, tier, target, timeout] {
     const auto files = collect_fixtures(*paths);
     require(!files.empty(), "paths", "no .safetensors files found");
+    if (!target->empty()) {
+      require(target->rfind("exec:", 0) == 0 && target->size() > 5, "target",
+              "must be exec:'COMMAND' (the reference is what check runs without --target)");
+      require(tier->empty(), "tier", "an exec: target is judged at the tier it claims (its capabilities)");
+      exec::set_timeout(*timeout);
+      nlohmann::json rep;
+      const auto n = check_through_and_print(target->substr(5), files, &rep, *quiet);
+      if (!json_out->empty())
+        std::ofstream(*json_out) << nlohmann::json{{"target", *target}, {"fixtures", rep}, {"passed", n.passed},
+                                                   {"failed", n.failed}, {"not_covered", n.not_covered}}.dump(2)
+                                 << "\n";
+      if (n.passed + n.failed == 0) std::cout << "nothing was judged: every fixture is outside the target's capabilities\n";
+      if (n.failed || n.passed + n.failed == 0) exit_code = 1;
+      return;
+    }
     nlohmann::json rep;
     const int failures =
         check_and_print(files, &rep, *quiet, tier->empty() ? std::nullopt : std::optional<Tier>(parse_tier(*tier, "tier")));

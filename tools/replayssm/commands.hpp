@@ -24,6 +24,7 @@ void register_fuzz(CLI::App& app);      // fuzz (cmd_fuzz.cpp)
 void register_conform(CLI::App& app);   // conform, the main job (cmd_conform.cpp)
 void register_bench(CLI::App& app);     // bench: fuzz throughput; GPU kernels when built with CUDA (cmd_bench.cpp)
 void register_mrope(CLI::App& app);     // mrope positions / presets (cmd_mrope.cpp)
+void register_conv(CLI::App& app);      // conv fuzz: the conv state's lifecycle campaign (cmd_conv.cpp)
 
 // Fixture helpers of `check`, also used by `conform` (cmd_fixtures.cpp).
 // Expands files and directories (recursively) into a sorted list of .safetensors files; Error("path") for a
@@ -34,5 +35,15 @@ std::vector<std::string> collect_fixtures(const std::vector<std::string>& args);
 // Traces are judged at `tier` when given (their stored tolerance otherwise).
 int check_and_print(const std::vector<std::string>& files, nlohmann::json* report, bool quiet,
                     std::optional<Tier> tier = std::nullopt);
+
+// The same through the implementation behind an exec: target's COMMAND (check_through.cpp): static fixtures
+// through its `fixture` command, traces through its lifecycle commands, each judged at the tier it claims;
+// what its capabilities exclude is counted as not covered (with `quiet`: failing fixtures in full, the not
+// covered ones counted per reason).
+struct ThroughCounts {
+  int passed = 0, failed = 0, not_covered = 0;
+};
+ThroughCounts check_through_and_print(const std::string& command, const std::vector<std::string>& files,
+                                      nlohmann::json* report, bool quiet);
 
 }  // namespace replayssm::cli

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   replayssm::cli::register_check(app);
   replayssm::cli::register_bench(app);
   replayssm::cli::register_mrope(app);
+  replayssm::cli::register_conv(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

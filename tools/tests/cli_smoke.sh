@@ -2,6 +2,7 @@
 # End-to-end checks of the replayssm CLI: exit codes and messages a CI job relies on.
 set -u
 BIN="$1"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 fail() { echo "cli_smoke: $*" >&2; exit 1; }
@@ -25,6 +26,11 @@ m="$(ls "$WORK"/m/gva-ratio__recurrent__G3*.safetensors | head -1)"
 printf 'x' | dd of="$m" bs=1 seek=200 conv=notrunc 2>/dev/null
 out="$("$BIN" fixtures manifest "$WORK/m" --check 2>&1)"; rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -q "modified" || fail "modified fixture not reported by manifest --check (rc $rc)"
+"$BIN" check "$WORK/g" --target replay >/dev/null 2>"$WORK/err"; rc=$?
+[ $rc -ne 0 ] && grep -q "target" "$WORK/err" || fail "check --target that is not exec: not refused (rc $rc)"
+out="$("$BIN" check "$WORK/m" --target "exec:exit 3" --quiet 2>&1)"; rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "target.hello" && echo "$out" | grep -q "exited with status 3" \
+  || fail "check --target with a target that exits: expected exit 1 naming target.hello (rc $rc)"
 "$BIN" fixtures generate --preset no-such-model --out "$WORK/x" >/dev/null 2>"$WORK/err"; rc=$?
 [ $rc -ne 0 ] && grep -q "preset" "$WORK/err" || fail "unknown preset not reported"
 "$BIN" fuzz --target replay --preset tiny-gdn --cases 100 --fault zero_accepted_as_one --dump-dir "$WORK/d" >/dev/null 2>&1; rc=$?
@@ -38,6 +44,13 @@ d="$(ls "$WORK"/d/*.safetensors | head -1)"
 "$BIN" check "$WORK/t" >/dev/null || fail "fresh traces do not check clean"
 "$BIN" fixtures generate --ring --preset tiny-kda --out "$WORK/r" >/dev/null || fail "ring generate failed"
 "$BIN" check "$WORK/r" >/dev/null || fail "fresh ring-step fixtures do not check clean"
+"$BIN" fixtures generate --conv --preset tiny-gdn --out "$WORK/c" >/dev/null || fail "conv generate failed"
+"$BIN" check "$WORK/c" >/dev/null || fail "fresh conv fixtures do not check clean"
+cmp -s "$WORK/c/tiny-gdn__conv__commit_T4_n2.safetensors" "$ROOT/fixtures/conv/tiny-gdn/tiny-gdn__conv__commit_T4_n2.safetensors" || \
+  fail "conv generate with the default seed does not reproduce the committed fixture"
+"$BIN" conv fuzz --cases 20 >/dev/null || fail "conv fuzz without a fault failed"
+"$BIN" conv fuzz --cases 20 --fault conv_rollback_to_window >/dev/null; rc=$?
+[ $rc -eq 1 ] || fail "conv fuzz with an injected fault: expected exit 1, got $rc"
 "$BIN" fuzz --target replay --preset tiny-gdn --cases 100 --fault off_by_one_accepted --dump-dir "$WORK/e" \
   --export-trace "$WORK/e/case.safetensors" >/dev/null 2>&1; rc=$?
 [ $rc -eq 1 ] && [ -s "$WORK/e/case.safetensors" ] || fail "fuzz --export-trace wrote no trace (rc $rc)"

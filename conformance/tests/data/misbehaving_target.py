@@ -3,8 +3,12 @@
 Standard library only (no NumPy): frames are written by hand. Usage: misbehaving_target.py MODE, with MODE
 one of exit_at_start, crash_on_setup, hang_on_setup, garbage_on_setup, huge_frame_on_setup,
 stderr_flood_on_setup (then behaves), error_on_setup, wrong_version, wrong_shape_on_step, wrong_dtype_on_step,
-stderr_then_exit. The hello answer is always well formed except in
-exit_at_start and wrong_version.
+stderr_then_exit, and for the `fixture` command (the target claims fixture op "recurrent"): fixture_zeros
+(zeros of every expected dtype and shape), fixture_wrong_shape, fixture_wrong_dtype, fixture_missing,
+fixture_extra, fixture_echo_pool (claims mtp_batch too and answers its input pool unchanged: a commit
+that writes nothing), fixture_pad_ones (the same, claiming pad_outputs_zero, with every output 1.0, PAD rows'
+included), fixture_v10 (answers protocol version 1.0, which has no fixture command, yet claims the op).
+The hello answer is always well formed except in exit_at_start and wrong_version.
 """
 import json
 import os
@@ -25,7 +29,10 @@ def read_frame():
     body = IN.read(n)
     (hn,) = struct.unpack("<Q", body[:8])
     header = json.loads(body[8:8 + hn])
-    return json.loads(header["__metadata__"]["msg"])
+    msg = json.loads(header["__metadata__"]["msg"])
+    msg["_tensors"] = {k: body[8 + hn + v["data_offsets"][0]:8 + hn + v["data_offsets"][1]]
+                       for k, v in header.items() if k != "__metadata__"}  # raw bytes of each tensor
+    return msg
 
 
 def write_frame(msg, tensors=()):
@@ -52,9 +59,13 @@ if MODE == "stderr_then_exit":
 
 msg = read_frame()
 assert msg["op"] == "hello"
-version = [2, 0] if MODE == "wrong_version" else [1, 0]
-write_frame({"ok": True, "protocol": "replayssm.target", "version": version,
-             "capabilities": {"name": "misbehaving-" + MODE, "copy_slot": False}})
+version = [2, 0] if MODE == "wrong_version" else [1, 0] if MODE == "fixture_v10" else [1, 1]
+caps = {"name": "misbehaving-" + MODE, "copy_slot": False}
+if MODE.startswith("fixture_"):
+    caps["fixture_ops"] = ["recurrent", "mtp_batch"] if MODE in ("fixture_echo_pool", "fixture_pad_ones") else ["recurrent"]
+    caps["pad_outputs_zero"] = MODE == "fixture_pad_ones"
+write_frame({"ok": True, "protocol": "replayssm.target", "version": version, "capabilities": caps})
+SIZE = {"F32": 4, "BF16": 2, "F64": 8}
 
 while True:
     msg = read_frame()
@@ -86,6 +97,30 @@ while True:
             continue
         setup = msg["setup"]
         write_frame({"ok": True})
+        continue
+    if op == "fixture":
+        outs = sorted(msg["outputs"].items())  # name -> {"dtype", "shape"}
+        tensors = []
+        for i, (name, spec) in enumerate(outs):
+            dtype, shape = spec["dtype"], list(spec["shape"])
+            if MODE == "fixture_missing" and i == len(outs) - 1:
+                continue
+            if MODE == "fixture_wrong_shape" and i == 0:
+                shape[0] += 1
+            if MODE == "fixture_wrong_dtype" and i == 0:
+                dtype = "F64"
+            count = 1
+            for d in shape:
+                count *= d
+            raw = b"\0" * (SIZE[dtype] * count)
+            if MODE in ("fixture_echo_pool", "fixture_pad_ones") and name == "out.pool":
+                raw = msg["_tensors"]["in.pool"]
+            if MODE == "fixture_pad_ones" and name == "out.o":
+                raw = struct.pack("<f", 1.0) * count
+            tensors.append((name, dtype, shape, raw))
+        if MODE == "fixture_extra":
+            tensors.append(("out.bonus", "F32", [1], b"\0" * 4))
+        write_frame({"ok": True}, tensors)
         continue
     if op == "pool":  # nothing ever changes: the digests the judge knows, no slot values
         write_frame({"ok": True, "digests": msg["known"], "slots": []})

@@ -10,9 +10,14 @@
 
 GDN and KDA, both gate forms, both l2norm forms, both layouts, F32/BF16 activations and states, GVA.
 
+It also implements the fixture ops (numpy_fixture_ops.py), so `replayssm conform --target exec:...` runs the
+committed static fixtures through it as well:
+    replayssm check --target exec:'python3 tools/python/examples/numpy_replay.py' fixtures --quiet
+
 `--fault off_by_one_accepted` seeds a bookkeeping bug (the commit replays n - 1 tokens) that a campaign
 must catch: replayssm fuzz --target exec:'python3 .../numpy_replay.py --fault off_by_one_accepted' ...
-(two more, pad_row_writes_slot0 and writes_gap, are caught only through `pool`: see FAULTS).
+(two more, pad_row_writes_slot0 and writes_gap, are caught only through `pool`: see FAULTS). One more,
+replay_commit_drops_last, is in the fixture ops only (numpy_fixture_ops.py): conform's fixture check catches it.
 """
 
 from __future__ import annotations
@@ -27,13 +32,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # tools/python: the replayssm_kit next to this example
 sys.path.insert(0, HERE)
 
+from numpy_fixture_ops import FIXTURE_FAULTS, run_fixture_op  # noqa: E402
 from replay_math import Recurrence, round_bf16  # noqa: E402
 from replayssm_kit.target import Target, TargetError, serve  # noqa: E402
 
 # Seeded bugs, each visible to a different check of the judge: the committed states (off_by_one_accepted),
 # the untouched-slot check through `pool` (pad_row_writes_slot0: a PAD row's index -1 aliasing slot 0) and the
 # gaps through `pool` (writes_gap: a commit spills one element past the slot's state).
-FAULTS = ("off_by_one_accepted", "pad_row_writes_slot0", "writes_gap")
+FAULTS = ("off_by_one_accepted", "pad_row_writes_slot0", "writes_gap") + FIXTURE_FAULTS
 
 
 class NumpyReplay(Target):
@@ -155,6 +161,9 @@ class NumpyReplay(Target):
 
     def pool(self, layer: int) -> np.ndarray:
         return self.pools[layer]
+
+    def fixture(self, op: str, config: dict, inputs: dict) -> dict:
+        return run_fixture_op(op, config, inputs, self.fault)
 
 
 def main(argv=None) -> int:

@@ -18,10 +18,11 @@ from .convert import ConversionError, to_wire
 from .protocol import (PROTOCOL_NAME, VERSION, Frame, ProtocolError, digest64, digest_rows, hex64, parse_hex64,
                        read_frame, write_frame)
 from .session import Session, integer, parse_rows
-from .target import Target, TargetError
+from .target import FIXTURE_OPS, Target, TargetError
 
 
-COMMANDS = ("hello", "setup", "allocate", "step", "commit", "copy_slot", "committed_state", "pool", "shutdown")
+COMMANDS = ("hello", "setup", "allocate", "step", "commit", "copy_slot", "committed_state", "pool", "fixture",
+            "shutdown")
 
 
 class _Refused(TargetError):
@@ -38,6 +39,7 @@ class _Loop:
         self.out = out
         self.greeted = False
         self.session = None
+        self.fixture_ops = set()
 
     # --- commands ------------------------------------------------------------------------------------------
     def hello(self, frame):
@@ -55,6 +57,14 @@ class _Loop:
         if caps.get("copy_slot", copies) and not copies:
             raise TargetError("capabilities.copy_slot", "is claimed but the target does not override copy_slot")
         caps.setdefault("copy_slot", copies)
+        runs_fixtures = type(self.target).fixture is not Target.fixture
+        claimed = caps.get("fixture_ops", list(FIXTURE_OPS) if runs_fixtures else [])
+        if not isinstance(claimed, (list, tuple)) or any(op not in FIXTURE_OPS for op in claimed):
+            raise TargetError("capabilities.fixture_ops", f"must list fixture ops of {list(FIXTURE_OPS)}, got {claimed!r}")
+        if claimed and not runs_fixtures:
+            raise TargetError("capabilities.fixture_ops", "are claimed but the target does not override fixture")
+        caps["fixture_ops"] = list(claimed)
+        self.fixture_ops = set(claimed)
         self.greeted = True
         return {"protocol": PROTOCOL_NAME, "version": list(VERSION), "capabilities": caps}, None
 
@@ -119,6 +129,38 @@ class _Loop:
         tensors = {"values": (wire[slots], s.state)} if slots else None
         return {"digests": digests, "slots": slots}, tensors
 
+    def fixture(self, frame):
+        msg = frame.msg
+        op = msg.get("fixture_op")
+        if op not in self.fixture_ops:
+            raise TargetError("fixture_op", f"{op!r} is not one of the claimed fixture ops {sorted(self.fixture_ops)}")
+        config, outputs = msg.get("config"), msg.get("outputs")
+        if not isinstance(config, dict):
+            raise TargetError("config", "must be an object")
+        if not isinstance(outputs, dict) or not outputs:
+            raise TargetError("outputs", "must map every expected out.* tensor to its dtype and shape")
+        inputs = {}
+        for name, arr in frame.tensors.items():
+            if not name.startswith(("in.", "param.")):
+                raise TargetError(name, "is not an in.* or param.* tensor")
+            inputs[name] = np.ascontiguousarray(arr, dtype=np.float32) if frame.dtypes[name] in ("F32", "BF16") else arr
+        got = self.target.fixture(op, config, inputs)
+        if not isinstance(got, dict):
+            raise TargetError("out", f"fixture must return a dict of out.* tensors, got {type(got).__name__}")
+        got = {k if k.startswith("out.") else "out." + k: v for k, v in got.items()}
+        for name in sorted(set(got) - set(outputs)):
+            raise TargetError(name, f"is not an output of this fixture (expected {sorted(outputs)})")
+        tensors = {}
+        for name, spec in sorted(outputs.items()):
+            if name not in got:
+                raise TargetError(name, "the target returned no such tensor")
+            if not isinstance(spec, dict) or not isinstance(spec.get("shape"), list):
+                raise TargetError(f"outputs.{name}", "must be {\"dtype\": ..., \"shape\": [...]}")
+            value = got[name]
+            shape = tuple(spec["shape"])
+            tensors[name] = (to_wire(value, spec.get("dtype"), shape, name, flat_ok=False), spec.get("dtype"))
+        return {}, tensors
+
     def shutdown(self, frame):
         return {}, None
 
@@ -143,7 +185,7 @@ class _Loop:
             return _error("op", f"unknown command {op!r}"), None, None
         if op != "hello" and not self.greeted:
             return _error("op", f"'{op}' before a successful 'hello'"), None, None
-        if op not in ("hello", "setup", "shutdown") and self.session is None:
+        if op not in ("hello", "setup", "fixture", "shutdown") and self.session is None:
             return _error("op", f"'{op}' before a successful 'setup'"), None, None
         try:
             start = time.perf_counter()
@@ -187,7 +229,7 @@ class InProcess:
     directly (replayssm_kit.trace replays trace fixtures through it).
 
         loop = InProcess(my_target)
-        answer, tensors = loop.call({"op": "hello", "protocol": "replayssm.target", "version": [1, 0]})
+        answer, tensors = loop.call({"op": "hello", "protocol": "replayssm.target", "version": [1, 1]})
 
     call() takes a command message and its tensors (name -> float32 array, with their protocol dtype names in
     `dtypes`) and returns the answer message and its tensors (name -> (array in the stored form of its dtype:

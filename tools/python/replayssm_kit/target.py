@@ -29,6 +29,9 @@ from dataclasses import dataclass
 
 PAD_SLOT = -1
 
+# The fixture ops a target can implement through Target.fixture (docs/target-protocol.md, "Fixture ops").
+FIXTURE_OPS = ("recurrent", "chunked", "mtp_verify", "replay_commit", "mtp_batch")
+
 
 class TargetError(Exception):
     """Raise it to refuse a command: serve() answers {"ok": false, "error": {"field", "message"}} and keeps
@@ -85,7 +88,8 @@ class Target:
     def capabilities(self) -> dict:
         """The hello answer's capabilities (docs/target-protocol.md, "Capabilities"): name, ops, act_dtypes,
         state_dtypes, layouts, l2norms, kda_gates, round_beta_to_act, gva_ratios, K, V, max_T, max_layers,
-        copy_slot, bit_exact, tier, pad_outputs_zero, design, fixture_ops. Missing keys take the protocol's
+        copy_slot, bit_exact, tier, pad_outputs_zero, design, fixture_ops (default: FIXTURE_OPS when fixture()
+        is overridden, else none). Missing keys take the protocol's
         defaults; the generator produces only what is covered."""
         return {}
 
@@ -134,6 +138,19 @@ class Target:
     def pool(self, layer: int):
         """Raw pool storage of one layer, gaps included: [S, stride] or flat [S * stride], state values."""
         raise NotImplementedError("pool")
+
+    def fixture(self, op: str, config: dict, inputs: dict) -> dict:
+        """Optional: one static fixture's operation (docs/fixture-format.md; the ops of FIXTURE_OPS), so that
+        `replayssm conform --target exec:...` runs the committed fixtures through the implementation too.
+
+        op:      "recurrent", "chunked", "mtp_verify", "replay_commit" or "mtp_batch";
+        config:  the fixture's config: {"model": the model configuration, "args": {"chunk": C} for chunked};
+        inputs:  the fixture's in.* and param.* tensors under their full names ("in.q", "in.state",
+                 "param.A_log"): float tensors as float32 (BF16 widened exactly), in.slot / in.accepted as int32.
+        Returns the out.* tensors ("out.o" or "o", ...): NumPy arrays or torch tensors, converted to each
+        expected tensor's dtype and shape. Overriding it advertises every op of FIXTURE_OPS unless
+        capabilities() lists `fixture_ops`."""
+        raise NotImplementedError("fixture")
 
 
 def serve(target: Target, stdin=None, stdout=None) -> int:

@@ -1,6 +1,9 @@
 """End to end through the C++ judge: `replayssm fuzz --target exec:...` against the NumPy example target (passes)
-and its seeded faults (caught, shrunk, dumped, replayed). Skips when the CLI is absent: $REPLAYSSM_CLI, else
-`replayssm` on PATH, else this checkout's build/tools/replayssm."""
+and its seeded faults (caught, shrunk, dumped, replayed); `replayssm conform --target exec:...` running the
+committed fixtures through the example's fixture ops (passes; the seeded replay_commit fault fails naming the
+fixtures and their worst elements). Skips when the CLI is absent: $REPLAYSSM_CLI, else `replayssm` on PATH, else
+this checkout's build/tools/replayssm."""
+import json
 import os
 import shlex
 import subprocess
@@ -9,7 +12,7 @@ import textwrap
 
 import pytest
 
-from conftest import HERE, REPO
+from conftest import FIXTURES, HERE, REPO
 from replayssm_kit.pytest_helper import find_cli, fuzz_target
 
 EXAMPLE = os.path.join(os.path.dirname(HERE), "examples", "numpy_replay.py")
@@ -84,3 +87,39 @@ def test_without_the_cli_the_helper_skips_with_the_reason(monkeypatch):
     monkeypatch.setenv("REPLAYSSM_CLI", "/nonexistent/replayssm")
     with pytest.raises(pytest.fail.Exception, match="not an executable"):
         fuzz_target(COMMAND)
+
+
+def _conform(cli, command, tmp_path, *extra):
+    report = tmp_path / "conform.json"
+    argv = [cli, "conform", "--preset", "tiny-gdn", "--cases", "2", "--no-deep", "--target", f"exec:{command}",
+            "--json", str(report), *extra]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    return proc, json.loads(report.read_text())
+
+
+def test_conform_runs_every_committed_fixture_the_example_can_run_through_it(cli, tmp_path):
+    proc, report = _conform(cli, COMMAND, tmp_path)
+    assert proc.returncode == 0 and "-> CONFORMANT" in proc.stdout, proc.stdout + proc.stderr
+    [through] = report["fixtures_through_target"]
+    assert through["failed"] == 0 and through["passed"] >= 170, through
+    covered = {r["op"] for r in through["results"] if r["covered"]}
+    not_covered = {r["op"] for r in through["results"] if not r["covered"]}
+    assert covered == {"recurrent", "chunked", "mtp_verify", "replay_commit", "mtp_batch", "lifecycle.trace"}
+    # reported with the reason, never passed (the protocol has no command for these ops)
+    assert not_covered == {"mrope.rotary", "ring.step", "conv.prefill", "conv.update", "conv.commit"}
+    assert all(r["why"] for r in through["results"] if not r["covered"])
+    n_not_covered = sum(1 for r in through["results"] if not r["covered"])
+    assert f"fixtures through the target ok ({n_not_covered} not covered)" in proc.stdout
+
+
+def test_conform_fails_the_seeded_fixture_op_fault_naming_each_fixture_and_its_worst_element(cli, tmp_path):
+    golden = os.path.join(FIXTURES, "golden", "tiny-gdn")
+    proc, report = _conform(cli, f"{COMMAND} --fault replay_commit_drops_last", tmp_path, "--fixtures", golden)
+    assert proc.returncode == 1 and "-> NOT CONFORMANT" in proc.stdout, proc.stdout + proc.stderr
+    [through] = report["fixtures_through_target"]
+    failed = sorted(os.path.basename(r["path"]) for r in through["results"] if r["covered"] and not r["ok"])
+    assert failed == sorted(f"{v}__replay_commit__T6_n{n}.safetensors"
+                            for v in ("tiny-gdn", "tiny-gdn-alt", "tiny-gdn-f32act-bf16state") for n in (4, 6)), failed
+    for name in failed:
+        assert f"FAIL {os.path.join(golden, name)} (replay_commit, fp32 tier)" in proc.stdout
+    assert proc.stdout.count("out.state: FAIL") == 6 and proc.stdout.count("worst element [") == 6
