@@ -110,6 +110,27 @@ def main():
                 "target": target, "fault": fault, "commands": json.dumps(cmds), "reason": "seed"}
         write("fuzz_replay_case", target.split(":")[0] + ".safetensors", safetensors(params, meta))
 
+    # Engine-level case files (reference/fuzz/engine_case.hpp): the same setup, every event kind, two engines.
+    events = [
+        {"kind": "admit", "req": 0, "prompt": 4, "max_new": 5, "seed": "12345678901234567890"},
+        {"kind": "step", "entries": [{"req": 0, "T": 3, "accepted": 0, "eog_at": 0, "seed": "1"}]},
+        {"kind": "step", "entries": [{"req": 0, "T": 3, "accepted": 3, "eog_at": 0, "seed": "2"}]},
+        {"kind": "fork", "req": 1, "from": 0},
+        {"kind": "prefix_hit", "req": 2, "from": 0, "prompt": 2, "max_new": 3, "seed": "3"},
+        {"kind": "step", "entries": [{"req": 2, "T": 2, "accepted": 0, "eog_at": 0, "seed": "4"},
+                                     {"req": 1, "T": 3, "accepted": 3, "eog_at": 2, "seed": "5"}]},
+        {"kind": "preempt", "req": 0},
+        {"kind": "finish", "req": 2},
+        {"kind": "resume", "req": 0},
+    ]
+    options = [{"max_live": 3, "commit": "same_iteration", "buffers": "in_place"},
+               {"max_live": 3, "commit": "next_step", "buffers": "double"}]
+    engine_setup = dict(setup, num_slots=8)
+    meta = {"schema": "replayssm.engine_case", "schema_version": "1", "setup": json.dumps(engine_setup),
+            "options": json.dumps(options), "target": "reference", "fault": "none", "events": json.dumps(events),
+            "reason": "seed"}
+    write("fuzz_engine_case", "reference.safetensors", safetensors(params, meta))
+
     # Frames (core/src/frame.cpp) and answers (conformance/exec/answers.cpp).
     hello = {"ok": True, "protocol": "replayssm.target", "version": [1, 0], "capabilities": {
         "name": "seed", "ops": ["gdn", "kda"], "act_dtypes": ["BF16"], "state_dtypes": ["F32"], "layouts": ["vk"],

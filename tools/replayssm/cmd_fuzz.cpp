@@ -6,7 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "engine_case.hpp"
+#include "engine_campaign.hpp"
+#include "engine_fuzz.hpp"
 #include "fuzz_args.hpp"
+#include "replayssm/error.hpp"
 #include "trace_gen.hpp"
 
 namespace replayssm::cli {
@@ -14,14 +18,16 @@ namespace replayssm::cli {
 void register_fuzz(CLI::App& app) {
   auto* c = app.add_subcommand("fuzz", "Fuzz a ReplaySSM target against the full-state oracle (lifecycle model)");
   auto a = std::make_shared<FuzzArgs>();
+  auto lvl = std::make_shared<EngineLevelArgs>();
   auto replay = std::make_shared<std::string>();
   auto json_out = std::make_shared<std::string>();
   auto export_to = std::make_shared<std::string>();
   c->add_option("--target", a->target,
                 "reference (= replay and ring), replay, ring, cuda, cuda_full_state, or exec:'COMMAND' (an "
-                "implementation in its own process, docs/target-protocol.md)")
+                "implementation in its own process, docs/target-protocol.md); with --level engine: engine:reference")
       ->capture_default_str();
   add_fuzz_options(c, *a);
+  add_engine_level_options(c, *lvl);
   c->add_option("--fault", a->fault, "Inject a catalogue fault into the target (to see the suite catch it)")
       ->capture_default_str();
   c->add_option("--replay", *replay,
@@ -30,7 +36,22 @@ void register_fuzz(CLI::App& app) {
   c->add_option("--export-trace", *export_to,
                 "Also write the failing (shrunk) case, or the --replay case, as a trace fixture (op lifecycle.trace) "
                 "that an implementation can replay without this project (replayssm_kit.trace)");
-  c->callback([c, a, replay, json_out, export_to] {
+  c->callback([c, a, lvl, replay, json_out, export_to] {
+    if (!replay->empty() && fuzz::is_engine_case(*replay)) {  // an engine-level case (docs/lifecycle.md)
+      std::string notes;
+      const std::string t = c->count("--target") > 0 ? a->target : "";
+      const auto why = fuzz::replay_engine_dump(*replay, t.rfind("engine:", 0) == 0 ? t.substr(7) : t, &notes);
+      if (!notes.empty()) std::cout << notes << "\n";
+      std::cout << "replaying engine-level case " << *replay << ": " << (why.empty() ? "case passes now" : "case fails: " + why)
+                << "\n";
+      if (!why.empty()) exit_code = 1;
+      return;
+    }
+    if (replay->empty() && lvl->level == "engine") {
+      exit_code = run_engine_level(*a, *lvl, *json_out);
+      return;
+    }
+    require(lvl->level == "kernel" || lvl->level == "engine", "level", "must be kernel or engine, got '", lvl->level, "'");
     if (!replay->empty()) {
       const bool given = c->count("--target") > 0;
       if (!export_to->empty()) {

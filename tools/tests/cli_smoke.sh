@@ -71,4 +71,12 @@ e="$(ls "$WORK"/e/fuzz-failure-*.safetensors | head -1)"
   fail "--replay --export-trace: expected the failing replay (rc $rc) and the same trace bytes"
 "$BIN" conform --preset tiny-kda --cases 10 --json "$WORK/conform.json" >/dev/null 2>&1 || fail "conform on tiny-kda failed"
 grep -q '"ok": true' "$WORK/conform.json" || fail "conform JSON does not say ok"
+# Engine level: the reference engine passes; a seeded engine fault fails, dumps, and the dump replays failing.
+"$BIN" fuzz --level engine --target engine:reference --preset tiny-gdn --cases 30 >/dev/null 2>&1 || fail "engine-level campaign failed"
+"$BIN" fuzz --level engine --preset tiny-gdn --fault accepted_by_row_position --dump-dir "$WORK/el" >/dev/null 2>&1; rc=$?
+[ $rc -eq 1 ] || fail "engine-level fault: expected exit 1, got $rc"
+"$BIN" fuzz --replay "$(ls "$WORK"/el/*.safetensors | head -1)" >/dev/null; rc=$?
+[ $rc -eq 1 ] || fail "replayed engine-level dump should still fail, got $rc"
+"$BIN" fuzz --level bogus --preset tiny-gdn >/dev/null 2>"$WORK/err"; rc=$?
+[ $rc -ne 0 ] && grep -q "level" "$WORK/err" || fail "unknown --level not reported"
 echo "cli_smoke: ok"

@@ -1,0 +1,115 @@
+#include "engine_campaign.hpp"
+
+#include <rapidcheck/detail/Configuration.h>
+
+#include <chrono>
+#include <filesystem>
+#include <ostream>
+#include <sstream>
+
+#include "engine_case.hpp"
+#include "engine_level.hpp"
+#include "replayssm/error.hpp"
+#include "replayssm/frame.hpp"
+
+namespace replayssm::fuzz {
+
+namespace el = ref::engine_level;
+
+FuzzReport run_engine_fuzz(const EngineFuzzOptions& opt, std::ostream* progress) {
+  opt.cfg.validate();
+  require(opt.cases >= 1, "cases", "must be >= 1, got ", opt.cases);
+  require(opt.max_commands >= 1 && opt.max_commands <= 10000, "max-commands", "must be in [1, 10000], got ",
+          opt.max_commands);
+  require(opt.max_live >= 1 && opt.max_live <= 2047, "max-live", "must be in [1, 2047], got ", opt.max_live);
+  require(opt.max_T >= 1 && opt.max_T <= 64, "max-T", "must be in [1, 64], got ", opt.max_T);
+  el::make_request_engine(opt.target, opt.fault);  // Error("target") / Error("fault") before anything runs
+  FuzzReport rep;
+  rep.target = "engine:" + opt.target;
+  std::vector<el::Event> last_seq;
+  std::string last_reason;
+  el::EngineLevelSetup last_setup;
+  int case_no = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  // The reference engine is judged under every commit mode and buffering at once (one engine each, in lock
+  // step); an engine process once per case, under options drawn for the case (they are hints it may ignore).
+  const bool one = opt.target.rfind("exec:", 0) == 0;
+  const auto all = option_variants(opt.max_live, opt.commit, opt.buffers);
+  std::vector<el::EngineOptions> last_variants;
+  auto prop = [&] {
+    const std::uint64_t case_seed = *rc::gen::arbitrary<std::uint64_t>();
+    el::EngineOptions o = *engine_options(opt.max_live);
+    if (opt.commit) o.commit = *opt.commit;
+    if (opt.buffers) o.buffers = *opt.buffers;
+    const std::vector<el::EngineOptions> variants = one ? std::vector<el::EngineOptions>{o} : all;
+    const auto setup = el::make_engine_level_setup(opt.cfg, case_seed, opt.max_live, opt.max_T, variants[0]);
+    ++case_no;
+    try {
+      check_engine_level(setup, opt.target, opt.fault, &last_seq, &last_reason, variants);
+    } catch (...) {
+      last_setup = setup;
+      last_variants = variants;
+      throw;
+    }
+    if (progress) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      *progress << "\r[fuzz engine:" << opt.target << "] run " << case_no << " (" << s << " s)" << std::flush;
+    }
+  };
+  rc::detail::TestParams params;
+  params.seed = opt.seed;
+  params.maxSuccess = opt.cases;
+  params.maxSize = opt.max_commands;
+  rc::detail::TestMetadata meta;
+  meta.id = "fuzz/" + rep.target;
+  meta.description = meta.id;
+  const auto result = rc::detail::checkTestable(prop, meta, params);
+  if (progress) *progress << "\n";
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  rc::detail::SuccessResult ok;
+  rc::detail::FailureResult bad;
+  if (result.match(ok)) {
+    rep.cases_passed = ok.numSuccess;
+  } else if (result.match(bad)) {
+    rep.failed = true;
+    rep.cases_passed = bad.numSuccess;
+    rep.reason = last_reason.empty() ? bad.description : last_reason;
+    std::ostringstream os;
+    rc::detail::printResultMessage(bad, os);
+    rep.counterexample = os.str();
+    rep.reproduce = "--seed " + std::to_string(opt.seed);
+    const std::string dir = opt.dump_dir.empty() ? "." : opt.dump_dir;
+    std::filesystem::create_directories(dir);
+    // An exec: engine's name is a command line: its file is named by the command's digest.
+    const std::string name = opt.target.rfind("exec:", 0) == 0
+                                 ? "exec-" + std::to_string(digest64(opt.target.data(), opt.target.size()))
+                                 : opt.target;
+    rep.dump_path = (std::filesystem::path(dir) /
+                     ("fuzz-failure-engine-" + name + "-" + std::to_string(opt.seed) + ".safetensors"))
+                        .string();
+    write_safetensors_atomic(rep.dump_path,
+                             engine_case_file(EngineCase{last_setup, last_variants, opt.target, opt.fault, last_seq, rep.reason}));
+  } else {
+    std::ostringstream os;
+    rc::detail::printResultMessage(result, os);
+    rep.failed = true;
+    rep.reason = "fuzz campaign could not run: " + os.str();
+  }
+  rep.cases_per_second = rep.seconds > 0 ? (rep.cases_passed + (rep.failed ? 1 : 0)) / rep.seconds : 0;
+  return rep;
+}
+
+std::string replay_engine_dump(const std::string& path, const std::string& target, std::string* notes) {
+  const EngineCase c = read_engine_case(path);
+  require(c.target.rfind("exec:", 0) != 0 || !target.empty(), "target", "this case was judged against ", c.target,
+          "; a command is never taken from a file: give it again with --target exec:'...'");
+  std::string use = c.target;
+  if (!target.empty() && target != c.target) {
+    use = target;
+    if (notes) *notes = "recorded engine '" + c.target + "', replaying against '" + target + "'";
+  }
+  return replay_events(c.setup, use, c.fault, c.events, use.rfind("exec:", 0) == 0 ? std::vector<el::EngineOptions>{c.setup.options}
+                                                                                    : c.variants);
+}
+
+}  // namespace replayssm::fuzz

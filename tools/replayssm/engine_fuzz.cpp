@@ -1,0 +1,66 @@
+#include "engine_fuzz.hpp"
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "engine_campaign.hpp"
+#include "engine_exec.hpp"
+#include "replayssm/error.hpp"
+
+namespace replayssm::cli {
+
+namespace el = ref::engine_level;
+
+// `--level engine --target exec:'COMMAND'`: an engine in its own process (the engine protocol).
+const bool kEngineExecRegistered = exec::register_engine_exec();
+
+void add_engine_level_options(CLI::App* c, EngineLevelArgs& e) {
+  c->add_option("--level", e.level,
+                "kernel: judge a kernel-level target (Target protocol); engine: judge an engine-level implementation "
+                "with request events (--target engine:reference)")
+      ->capture_default_str();
+  c->add_option("--max-live", e.max_live, "Engine level: most requests holding slots at once")->capture_default_str();
+  c->add_option("--commit", e.commit, "Engine level: same_iteration, next_step or both (drawn per case)")
+      ->capture_default_str();
+  c->add_option("--buffers", e.buffers, "Engine level: in_place, double or both (drawn per case)")
+      ->capture_default_str();
+}
+
+int run_engine_level(const FuzzArgs& a, const EngineLevelArgs& e, const std::string& json_out) {
+  fuzz::EngineFuzzOptions o;
+  o.target = a.target;
+  if (o.target.rfind("engine:", 0) == 0) o.target = o.target.substr(7);  // engine:reference, engine:exec:CMD
+  o.cfg = preset(a.preset);
+  require(a.layers >= 0, "layers", "must be >= 0");
+  if (a.layers > 0) o.cfg.num_layers = std::min(a.layers, o.cfg.num_layers);
+  o.seed = a.seed;
+  o.cases = a.cases;
+  o.max_commands = a.max_commands;
+  o.max_live = e.max_live;
+  o.max_T = a.max_T;
+  if (e.commit != "both") o.commit = el::parse_commit_mode(e.commit, "commit");
+  if (e.buffers != "both") o.buffers = el::parse_buffering(e.buffers, "buffers");
+  o.fault = el::parse_engine_fault(a.fault);
+  o.dump_dir = a.dump_dir;
+  const auto r = fuzz::run_engine_fuzz(o, progress_stream());
+  if (r.failed)
+    std::printf("%-18s FAIL after %d passing cases  %.2f s\n", r.target.c_str(), r.cases_passed, r.seconds);
+  else
+    std::printf("%-18s ok    %d cases passed  %.2f s  %.3f cases/s\n", r.target.c_str(), r.cases_passed, r.seconds,
+                r.cases_per_second);
+  if (r.failed) {
+    std::printf("  reason: %s\n", r.reason.c_str());
+    if (!r.dump_path.empty()) std::printf("  replay the shrunk case: replayssm fuzz --replay %s\n", r.dump_path.c_str());
+    std::printf("  rerun the campaign:     replayssm fuzz --level engine --target %s --preset %s --layers %d --cases %d "
+                "--max-commands %d --max-live %d --max-T %d --commit %s --buffers %s --fault %s --seed %llu\n",
+                shell_quote(r.target).c_str(), a.preset.c_str(), a.layers, a.cases, a.max_commands, e.max_live, a.max_T,
+                e.commit.c_str(), e.buffers.c_str(), a.fault.c_str(), static_cast<unsigned long long>(a.seed));
+    std::printf("  shrunk counterexample (RapidCheck):\n%s\n", r.counterexample.c_str());
+  }
+  if (!json_out.empty())
+    std::ofstream(json_out) << nlohmann::json{{"level", "engine"}, {"campaigns", {r.to_json()}}}.dump(2) << "\n";
+  return r.failed ? 1 : 0;
+}
+
+}  // namespace replayssm::cli
