@@ -14,5 +14,5 @@ $SUDO apt-get install -y -qq --no-install-recommends \
 # Python fixture kit tests (tools/python): Debian 12 refuses system-wide pip installs, so use a venv in the
 # repository (ignored by git).
 python3 -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check numpy safetensors pytest
+.venv/bin/python -m pip install -q --disable-pip-version-check numpy safetensors ml_dtypes pytest
 echo "dependencies installed"
