@@ -1,12 +1,12 @@
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 
 #include "commands.hpp"
+#include "report.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/manifest.hpp"
 #include "replayssm/reference/trace.hpp"
@@ -162,24 +162,27 @@ void register_check(CLI::App& app) {
   auto json_out = std::make_shared<std::string>();
   auto quiet = std::make_shared<bool>(false);
   auto tier = std::make_shared<std::string>();
+  auto junit_out = std::make_shared<std::string>();
   chk->add_option("paths", *paths, "Fixture files or directories (searched recursively)")->required();
   chk->add_option("--tier", *tier,
                   "Judge the oracle's replay of traces at this precision tier (fp32, tf32, bf16) instead of their "
                   "stored tolerance (exact)");
-  chk->add_option("--json", *json_out, "Write a machine-readable report to this file");
+  chk->add_option("--json", *json_out, "Write a machine-readable report to this file (atomically)");
+  chk->add_option("--junit", *junit_out,
+                  "Write a JUnit XML report to this file (atomically): one test case per fixture, a failure naming "
+                  "the worst element and the command that reproduces it");
   chk->add_flag("--quiet", *quiet, "Print failing fixtures only");
-  chk->callback([paths, json_out, quiet, tier] {
+  chk->callback([paths, json_out, quiet, tier, junit_out] {
     const auto files = collect_fixtures(*paths);
     require(!files.empty(), "paths", "no .safetensors files found");
     nlohmann::json rep;
     const int failures =
         check_and_print(files, &rep, *quiet, tier->empty() ? std::nullopt : std::optional<Tier>(parse_tier(*tier, "tier")));
     std::cout << (files.size() - failures) << " passed, " << failures << " failed\n";
-    if (!json_out->empty()) {
-      std::ofstream(*json_out) << nlohmann::json{{"fixtures", rep}, {"passed", files.size() - failures},
-                                                 {"failed", failures}}.dump(2)
-                               << "\n";
-    }
+    const nlohmann::json report{
+        {"command", "check"}, {"fixtures", rep}, {"passed", files.size() - failures}, {"failed", failures}};
+    if (!json_out->empty()) write_json_report(*json_out, report);
+    if (!junit_out->empty()) write_junit(*junit_out, junit_suites(report));
     if (failures) exit_code = 1;
   });
 }
