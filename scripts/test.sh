@@ -5,6 +5,8 @@
 #      and ctest;
 #   3. the committed fixtures re-checked by the CLI and their manifest;
 #   4. the Python fixture kit's tests (tools/python, in the .venv made by install-deps.sh).
+#   5. packaging: `cmake --install` into a temporary prefix and a project outside the tree built against it,
+#      then `pip install .` into a fresh virtualenv (scripts/packaging-test.sh).
 # RC_PARAMS (RapidCheck) is honoured, e.g. RC_PARAMS="seed=42 max_success=1000" bash scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,3 +30,6 @@ echo "== Python fixture kit"
 PY="${PYTHON:-$PWD/.venv/bin/python}"
 # pytest exits 5 when it collected no test: that is a failure here, like any other non-zero code.
 (cd tools/python && "$PY" -m pytest -q tests) || { rc=$?; echo "pytest failed (exit $rc)"; exit 1; }
+
+echo "== packaging: cmake --install + consumer project, pip install ."
+bash scripts/packaging-test.sh
