@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "answers.hpp"
 #include "child_process.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/frame.hpp"
@@ -151,14 +152,7 @@ class Connection {
     Frame hello;
     hello.msg = json{{"op", "hello"}, {"protocol", kProtocolName}, {"version", {kProtocolMajor, kProtocolMinor}}};
     const Frame a = call(hello, "hello");
-    require(a.msg.value("protocol", "") == kProtocolName, "target.hello.protocol", "is '",
-            a.msg.value("protocol", ""), "', expected ", kProtocolName);
-    const auto& v = a.msg.contains("version") ? a.msg.at("version") : json();
-    require(v.is_array() && v.size() == 2 && v[0].is_number_integer() && v[1].is_number_integer(),
-            "target.hello.version", "must be [major, minor]");
-    require(v[0].get<int>() == kProtocolMajor, "target.hello.version", "protocol major version ", v[0].get<int>(),
-            " is not supported (this judge speaks ", kProtocolMajor, ".", kProtocolMinor, ")");
-    caps_ = Capabilities::from_json(a.msg.contains("capabilities") ? a.msg.at("capabilities") : json::object());
+    caps_ = parse_hello_answer(a.msg);
   }
   ~Connection() {
     if (alive_) {
@@ -206,16 +200,7 @@ class Connection {
       total.bytes_sent += s.bytes_sent;
       total.bytes_received += s.bytes_received;
     }
-    if (answer.msg.value("ok", false) != true) {
-      const auto& err = answer.msg.contains("error") ? answer.msg.at("error") : json::object();
-      const std::string field = err.is_object() && err.contains("field") && err.at("field").is_string()
-                                    ? err.at("field").get<std::string>()
-                                    : "";
-      const std::string message = err.is_object() && err.contains("message") && err.at("message").is_string()
-                                      ? err.at("message").get<std::string>()
-                                      : answer.msg.dump();
-      fail("target." + op + (field.empty() ? "" : "." + field), "the target refused: ", message);
-    }
+    check_answer_ok(answer.msg, op);
     return answer;
   }
 
@@ -299,14 +284,6 @@ const Tensor& tensor(const Frame& f, const std::string& name, DType dtype, const
           std::string(dtype_name(dtype)));
   require(it->second.shape == shape, field, "has shape ", shape_str(it->second.shape), ", expected ", shape_str(shape));
   return it->second;
-}
-
-std::uint64_t parse_hex64(const json& j, const std::string& field) {
-  require(j.is_string(), field, "must be a hexadecimal string");
-  const std::string s = j.get<std::string>();
-  require(!s.empty() && s.size() <= 16 && s.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos, field,
-          "'", s, "' is not a 64-bit hexadecimal digest");
-  return std::stoull(s, nullptr, 16);
 }
 
 class ExecTarget : public ref::Target {
@@ -411,30 +388,18 @@ class ExecTarget : public ref::Target {
     json known = json::array();
     for (auto d : mirror_digests_[l]) known.push_back(hex64(d));
     f.msg = json{{"op", "pool"}, {"layer", layer}, {"known", known}};
-    const Frame a = conn_->call(f, "pool");
-    const auto& digests = a.msg.contains("digests") ? a.msg.at("digests") : json();
-    require(digests.is_array() && digests.size() == 2u * static_cast<std::size_t>(s_.num_slots), "target.pool.digests",
-            "must list 2 digests per slot (", 2 * s_.num_slots, ")");
-    const auto& slots = a.msg.contains("slots") ? a.msg.at("slots") : json();
-    require(slots.is_array(), "target.pool.slots", "must be an array of slot indices");
-    const auto k = static_cast<std::int64_t>(slots.size());
-    if (k > 0) {
-      const auto values = tensor(a, "values", s_.cfg.state_dtype, {k, stride_}, "target.pool.values").to_f32();
-      for (std::int64_t i = 0; i < k; ++i) {
-        const auto& js = slots[static_cast<std::size_t>(i)];
-        require(js.is_number_integer() && js.get<std::int64_t>() >= 0 && js.get<std::int64_t>() < s_.num_slots,
-                "target.pool.slots", "entry ", i, " is not a slot index in [0, ", s_.num_slots, ")");
-        const auto s = js.get<std::int64_t>();
-        std::copy(values.begin() + i * stride_, values.begin() + (i + 1) * stride_,
-                  mirror_[l].begin() + s * stride_);
-      }
+    const PoolAnswer a = parse_pool_answer(conn_->call(f, "pool"), s_.num_slots, stride_, s_.cfg.state_dtype);
+    std::vector<bool> sent(static_cast<std::size_t>(s_.num_slots), false);
+    for (std::size_t i = 0; i < a.slots.size(); ++i) {
+      const auto s = a.slots[i];
+      std::copy(a.values.begin() + static_cast<std::int64_t>(i) * stride_,
+                a.values.begin() + static_cast<std::int64_t>(i + 1) * stride_, mirror_[l].begin() + s * stride_);
+      sent[static_cast<std::size_t>(s)] = true;
     }
     // A slot whose digests changed must come with its values: otherwise the mirror would keep stale bytes
     // under new digests and a stray write would go unseen.
-    std::vector<bool> sent(static_cast<std::size_t>(s_.num_slots), false);
-    for (const auto& js : slots) sent[static_cast<std::size_t>(js.get<std::int64_t>())] = true;
-    for (std::size_t i = 0; i < digests.size(); ++i) {
-      const std::uint64_t d = parse_hex64(digests[i], "target.pool.digests");
+    for (std::size_t i = 0; i < a.digests.size(); ++i) {
+      const std::uint64_t d = a.digests[i];
       require(d == mirror_digests_[l][i] || sent[i / 2], "target.pool.slots",
               "slot ", i / 2, " changed (digest ", hex64(mirror_digests_[l][i]), " -> ", hex64(d),
               ") but its values were not sent");

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <regex>
+#include <string_view>
 #include <sstream>
 
 #include "replayssm/error.hpp"
@@ -36,35 +36,44 @@ std::string Tolerance::str() const {
 
 Tolerance Tolerance::parse(const std::string& text, const std::string& field) {
   if (text == "exact") return exact();
-  static const std::regex ac(R"(allclose\(atol=([0-9.eE+-]+),rtol=([0-9.eE+-]+)\))");
-  static const std::regex rr(R"(rel_rms\(([0-9.eE+-]+)\))");
-  static const std::regex bu(R"(budget\(rel_rms=([0-9.eE+-]+),atol=([0-9.eE+-]+)\))");
-  std::smatch m;
-  // The whole number must be consumed: "1e-5e3" is not a number.
-  auto num = [&](const std::string& x) {
-    std::size_t used = 0;
-    const double v = std::stod(x, &used);
-    require(used == x.size(), field, "malformed number '", x, "' in '", text, "'");
-    return v;
+  // Scanned by hand: std::regex matching recursed once per character and overflowed the stack on a
+  // tolerance of ~30 KB (a hostile fixture's metadata; docs/fuzzing.md). Each number is the longest run of
+  // [0-9.eE+-] (what the former patterns matched: the character after it, ',' or ')', is not in the set).
+  std::string_view rest(text);
+  auto take = [&](std::string_view lit) {
+    if (rest.substr(0, lit.size()) != lit) return false;
+    rest.remove_prefix(lit.size());
+    return true;
   };
-  try {
-    if (std::regex_match(text, m, ac)) {
-      const double a = num(m[1].str()), r = num(m[2].str());
-      require(a >= 0 && r >= 0, field, "negative tolerance in '", text, "'");
-      return allclose(a, r);
+  // The whole number must be consumed: "1e-5e3" is not a number.
+  auto num = [&](double& v) {
+    const std::size_t n = std::min(rest.find_first_not_of("0123456789.eE+-"), rest.size());
+    if (n == 0) return false;
+    const std::string x(rest.substr(0, n));
+    rest.remove_prefix(n);
+    std::size_t used = 0;
+    try {
+      v = std::stod(x, &used);
+    } catch (const std::logic_error&) {
+      return false;  // std::stod failures: the error below
     }
-    if (std::regex_match(text, m, bu)) {
-      const double q = num(m[1].str()), a = num(m[2].str());
-      require(q >= 0 && a >= 0, field, "negative tolerance in '", text, "'");
-      return budget(q, a);
-    }
-    if (std::regex_match(text, m, rr)) {
-      const double q = num(m[1].str());
-      require(q >= 0, field, "negative tolerance in '", text, "'");
-      return rel_rms(q);
-    }
-  } catch (const std::logic_error&) {
-    // fall through to the error below (std::stod failures)
+    require(used == x.size(), field, "malformed number '", x, "' in '", text, "'");
+    return true;
+  };
+  double a = 0, b = 0;
+  if (take("allclose(atol=") && num(a) && take(",rtol=") && num(b) && take(")") && rest.empty()) {
+    require(a >= 0 && b >= 0, field, "negative tolerance in '", text, "'");
+    return allclose(a, b);
+  }
+  rest = text;
+  if (take("budget(rel_rms=") && num(a) && take(",atol=") && num(b) && take(")") && rest.empty()) {
+    require(a >= 0 && b >= 0, field, "negative tolerance in '", text, "'");
+    return budget(a, b);
+  }
+  rest = text;
+  if (take("rel_rms(") && num(a) && take(")") && rest.empty()) {
+    require(a >= 0, field, "negative tolerance in '", text, "'");
+    return rel_rms(a);
   }
   fail(field, "cannot parse tolerance '", text,
        "' (expected exact, allclose(atol=A,rtol=R), rel_rms(Q) or budget(rel_rms=Q,atol=A))");

@@ -1,11 +1,10 @@
 #include "replayssm/fixture.hpp"
 
 #include <array>
-#include <limits>
-#include <set>
 #include <vector>
 
 #include "replayssm/error.hpp"
+#include "replayssm/strict_json.hpp"
 
 namespace replayssm {
 
@@ -28,19 +27,7 @@ bool is_reserved(const std::string& key) {
   return false;
 }
 
-std::uint64_t parse_seed(const std::string& s) {
-  const std::string f = meta_field("seed");
-  require(!s.empty(), f, "is empty");
-  require(s == "0" || s[0] != '0', f, "'", s, "' has a leading zero");
-  std::uint64_t v = 0;
-  for (char c : s) {
-    require(c >= '0' && c <= '9', f, "'", s, "' is not a decimal unsigned integer");
-    const std::uint64_t d = static_cast<std::uint64_t>(c - '0');
-    require(v <= (std::numeric_limits<std::uint64_t>::max() - d) / 10, f, "'", s, "' does not fit in 64 bits");
-    v = v * 10 + d;
-  }
-  return v;
-}
+std::uint64_t parse_seed(const std::string& s) { return parse_decimal_u64(s, meta_field("seed")); }
 
 // Checks that hold for a fixture whichever direction it travels.
 void check_common(const std::string& op, const std::string& precision, const std::string& generator,
@@ -73,24 +60,10 @@ const std::string& required(const std::map<std::string, std::string>& m, const s
   return it->second;
 }
 
-// Parses JSON text nested in a metadata string, refusing what nlohmann would silently accept: a duplicate
-// key (it keeps the last one) and a NUL character (its lexer stops there).
+// JSON text nested in a metadata string: a duplicate key (nlohmann keeps the last one) and a NUL character
+// (its lexer stops there) are refused (strict_json.hpp).
 nlohmann::json parse_json_text(const std::string& text, const std::string& field) {
-  require(text.find('\0') == std::string::npos, field, "contains a NUL character");
-  std::vector<std::set<std::string>> keys;  // one set per open object or array
-  const nlohmann::json::parser_callback_t cb = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& v) {
-    using E = nlohmann::json::parse_event_t;
-    if (ev == E::object_start || ev == E::array_start) keys.emplace_back();
-    if (ev == E::object_end || ev == E::array_end) keys.pop_back();
-    if (ev == E::key && !keys.back().insert(v.get<std::string>()).second)
-      fail(field, "duplicate key \"", v.get<std::string>(), "\" in its JSON text");
-    return true;
-  };
-  try {
-    return nlohmann::json::parse(text, cb);
-  } catch (const nlohmann::json::exception& e) {
-    fail(field, "is not valid JSON text: ", e.what());
-  }
+  return parse_strict_json(text, field);
 }
 
 Fixture from_file_impl(const SafetensorsFile& file) {

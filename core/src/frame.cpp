@@ -6,6 +6,7 @@
 
 #include "replayssm/error.hpp"
 #include "replayssm/safetensors.hpp"
+#include "replayssm/strict_json.hpp"
 
 namespace replayssm {
 
@@ -22,16 +23,12 @@ std::vector<std::uint8_t> encode_frame(const Frame& f) {
   return out;
 }
 
-Frame decode_frame(const std::vector<std::uint8_t>& body, const std::string& origin) {
-  SafetensorsFile file = parse_safetensors(body, origin);
+Frame decode_frame(const std::vector<std::uint8_t>& body, const std::string& origin, const SafetensorsLimits& limits) {
+  SafetensorsFile file = parse_safetensors(body, origin, limits);
   require(file.metadata.size() == 1 && file.metadata.count("msg"), origin + ".__metadata__",
           "must hold exactly one key, \"msg\"");
   Frame f;
-  try {
-    f.msg = nlohmann::json::parse(file.metadata.at("msg"));
-  } catch (const nlohmann::json::exception& e) {
-    fail(origin + ".msg", "is not JSON: ", e.what());
-  }
+  f.msg = parse_strict_json(file.metadata.at("msg"), origin + ".msg");
   require(f.msg.is_object(), origin + ".msg", "must be a JSON object");
   f.tensors = std::move(file.tensors);
   return f;

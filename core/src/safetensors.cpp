@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -132,7 +133,7 @@ struct Entry {
   std::uint64_t begin, end;
 };
 
-Entry parse_entry(const std::string& name, const json& v) {
+Entry parse_entry(const std::string& name, const json& v, const SafetensorsLimits& limits) {
   const std::string f = tensor_field(name);
   require(v.is_object(), f, "must be an object with dtype, shape and data_offsets, got ", v.type_name());
   for (const auto& item : v.items())
@@ -156,6 +157,8 @@ Entry parse_entry(const std::string& name, const json& v) {
     e.shape.push_back(static_cast<std::int64_t>(d));
   }
   const std::uint64_t nbytes = byte_size(e.dtype, e.shape, f + ".shape");
+  require(nbytes <= limits.max_tensor_bytes, f + ".shape", dtype_name(e.dtype), " ", shape_str(e.shape), " needs ",
+          nbytes, " bytes, more than the cap of ", limits.max_tensor_bytes, " bytes per tensor");
 
   require(v.contains("data_offsets"), f + ".data_offsets", "missing");
   const json& jo = v.at("data_offsets");
@@ -179,7 +182,13 @@ std::map<std::string, std::string> parse_metadata(const json& v) {
   return out;
 }
 
-SafetensorsFile parse_impl(const std::vector<std::uint8_t>& bytes) {
+void check_file_size(std::uint64_t size, const SafetensorsLimits& limits) {
+  require(size <= limits.max_file_bytes, "file", "has ", size, " bytes, more than the cap of ", limits.max_file_bytes,
+          " bytes per file");
+}
+
+SafetensorsFile parse_impl(const std::vector<std::uint8_t>& bytes, const SafetensorsLimits& limits) {
+  check_file_size(bytes.size(), limits);
   require(bytes.size() >= 8, "header.length", "the file has ", bytes.size(),
           " bytes, fewer than the 8 bytes of the header length");
   const std::uint64_t n = read_le64(bytes.data());
@@ -202,7 +211,7 @@ SafetensorsFile parse_impl(const std::vector<std::uint8_t>& bytes) {
     if (item.key() == "__metadata__") {
       out.metadata = parse_metadata(item.value());
     } else {
-      entries.push_back(parse_entry(item.key(), item.value()));
+      entries.push_back(parse_entry(item.key(), item.value(), limits));
     }
   }
 
@@ -255,15 +264,32 @@ bool SafetensorsFile::operator==(const SafetensorsFile& o) const {
   return true;
 }
 
-SafetensorsFile parse_safetensors(const std::vector<std::uint8_t>& bytes, const std::string& origin) {
+namespace {
+std::atomic<std::uint64_t> g_max_tensor_bytes{SafetensorsLimits{}.max_tensor_bytes};
+std::atomic<std::uint64_t> g_max_file_bytes{SafetensorsLimits{}.max_file_bytes};
+}  // namespace
+
+SafetensorsLimits default_safetensors_limits() {
+  return SafetensorsLimits{g_max_tensor_bytes.load(), g_max_file_bytes.load()};
+}
+
+void set_default_safetensors_limits(const SafetensorsLimits& limits) {
+  require(limits.max_tensor_bytes > 0, "limits.max_tensor_bytes", "must be > 0");
+  require(limits.max_file_bytes > 0, "limits.max_file_bytes", "must be > 0");
+  g_max_tensor_bytes = limits.max_tensor_bytes;
+  g_max_file_bytes = limits.max_file_bytes;
+}
+
+SafetensorsFile parse_safetensors(const std::vector<std::uint8_t>& bytes, const std::string& origin,
+                                  const SafetensorsLimits& limits) {
   try {
-    return parse_impl(bytes);
+    return parse_impl(bytes, limits);
   } catch (const Error& e) {
     rethrow_with_origin(e, origin);
   }
 }
 
-SafetensorsFile read_safetensors(const std::string& path) {
+SafetensorsFile read_safetensors(const std::string& path, const SafetensorsLimits& limits) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail("path", "cannot open '", path, "': ", std::strerror(errno));
   std::vector<std::uint8_t> bytes;
@@ -273,6 +299,13 @@ SafetensorsFile read_safetensors(const std::string& path) {
     problem = std::strerror(errno);
   } else if (!S_ISREG(st.st_mode)) {
     problem = "not a regular file";
+  } else if (static_cast<std::uint64_t>(st.st_size) > limits.max_file_bytes) {
+    ::close(fd);
+    try {
+      check_file_size(static_cast<std::uint64_t>(st.st_size), limits);  // before a byte is allocated
+    } catch (const Error& e) {
+      rethrow_with_origin(e, path);
+    }
   } else {
     bytes.resize(static_cast<std::size_t>(st.st_size));
     std::size_t got = 0;
@@ -286,7 +319,7 @@ SafetensorsFile read_safetensors(const std::string& path) {
   }
   ::close(fd);
   if (!problem.empty()) fail("path", "cannot read '", path, "': ", problem);
-  return parse_safetensors(bytes, path);
+  return parse_safetensors(bytes, path, limits);
 }
 
 std::vector<std::uint8_t> serialize_safetensors(const SafetensorsFile& file) {

@@ -56,3 +56,19 @@ TEST(Compare, ToleranceParsesItsOwnSpelling) {
   EXPECT_THROW(Tolerance::parse("allclose(atol=1e-5e3,rtol=0)"), Error);
   EXPECT_EQ(Tolerance::parse(Tolerance::allclose(1.2345678901234e-5, 0.1).str()).atol, 1.2345678901234e-5);
 }
+
+// Found with the fixture harness (docs/fuzzing.md): std::regex recursed once per character and a tolerance of
+// ~30 KB in a fixture's metadata overflowed the stack (SIGSEGV) instead of being refused.
+TEST(Compare, LongToleranceTextIsRefusedNotACrash) {
+  for (const std::size_t n : {30000u, 1000000u}) {
+    EXPECT_THROW(Tolerance::parse("allclose(atol=" + std::string(n, '1') + ",rtol=0)"), Error);
+    EXPECT_THROW(Tolerance::parse("rel_rms(" + std::string(n, '+') + ")"), Error);
+    EXPECT_THROW(Tolerance::parse("budget(rel_rms=" + std::string(n, '.') + ",atol=1)"), Error);
+  }
+  EXPECT_EQ(Tolerance::parse("budget(rel_rms=0.25,atol=1e-3)").kind, Tolerance::Kind::Budget);
+  EXPECT_DOUBLE_EQ(Tolerance::parse("budget(rel_rms=0.25,atol=1e-3)").atol, 1e-3);
+  EXPECT_THROW(Tolerance::parse("allclose(atol=1,rtol=1))"), Error);
+  EXPECT_THROW(Tolerance::parse("allclose(atol=1,rtol=1) "), Error);
+  EXPECT_THROW(Tolerance::parse("allclose(atol=,rtol=1)"), Error);
+  EXPECT_THROW(Tolerance::parse("allclose(atol=-1,rtol=1)"), Error);
+}

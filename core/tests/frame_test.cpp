@@ -51,6 +51,17 @@ TEST(Frame, MalformedBodiesNameTheField) {
   EXPECT_EQ(field_of([&] { encode_frame(bad); }), "frame.msg");
 }
 
+// Found lax while fuzzing (docs/fuzzing.md): nlohmann kept the last of two duplicate keys and stopped reading
+// at a NUL, so {"ok": false, "ok": true} read as a success and "{..}\0junk" as "{..}".
+TEST(Frame, MessageWithDuplicateKeyOrNulIsRefused) {
+  SafetensorsFile dup;
+  dup.metadata["msg"] = R"({"ok": false, "ok": true})";
+  EXPECT_EQ(field_of([&] { decode_frame(serialize_safetensors(dup), "answer"); }), "answer.msg");
+  SafetensorsFile nul;
+  nul.metadata["msg"] = std::string("{\"ok\": true}\0{", 14);
+  EXPECT_EQ(field_of([&] { decode_frame(serialize_safetensors(nul), "answer"); }), "answer.msg");
+}
+
 TEST(Frame, Digest64FixedVectors) {
   std::vector<std::uint8_t> b(37);
   for (int i = 0; i < 37; ++i) b[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(i * 7 + 3);

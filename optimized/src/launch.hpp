@@ -11,7 +11,11 @@
 namespace replayssm::cuda::detail {
 
 // State rows held by each lane (the register tile is kNR rows x 16 elements; tile.cuh).
-constexpr int kNR = 8;
+// REPLAYSSM_NR is an experiment switch (docs/cuda.md): the per-element arithmetic does not depend on it.
+#ifndef REPLAYSSM_NR
+#define REPLAYSSM_NR 8
+#endif
+constexpr int kNR = REPLAYSSM_NR;
 // Tokens per stage chunk of the per-tile kernels (the persistent kernels stage max_T tokens at once).
 constexpr int kTC = 8;
 

@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <ostream>
-#include <limits>
 #include <sstream>
 
+#include "fuzz_case.hpp"
 #include "lifecycle.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/frame.hpp"
@@ -35,23 +35,7 @@ ref::EngineSetup setup_for(const FuzzOptions& opt, std::uint64_t case_seed) {
 
 void dump(const std::string& path, const FuzzOptions& opt, const ref::EngineSetup& setup,
           const std::vector<ref::Cmd>& cmds, const std::string& reason) {
-  SafetensorsFile f;
-  for (std::size_t l = 0; l < setup.params.size(); ++l) {
-    f.tensors["param.A_log." + std::to_string(l)] =
-        Tensor::from_f32(DType::F32, {static_cast<std::int64_t>(setup.params[l].A_log.size())}, setup.params[l].A_log);
-    f.tensors["param.dt_bias." + std::to_string(l)] = Tensor::from_f32(
-        DType::F32, {static_cast<std::int64_t>(setup.params[l].dt_bias.size())}, setup.params[l].dt_bias);
-  }
-  auto seq = nlohmann::json::array();
-  for (const auto& c : cmds) seq.push_back(c.to_json());
-  f.metadata["schema"] = "replayssm.fuzz_case";
-  f.metadata["schema_version"] = "1";
-  f.metadata["setup"] = setup.to_json().dump();
-  f.metadata["target"] = opt.target;
-  f.metadata["fault"] = ref::to_string(opt.fault);
-  f.metadata["commands"] = seq.dump();
-  f.metadata["reason"] = reason;
-  write_safetensors_atomic(path, f);
+  write_safetensors_atomic(path, fuzz_case_file(FuzzCase{setup, opt.target, opt.fault, cmds, reason}));
 }
 }  // namespace
 
@@ -146,46 +130,14 @@ FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress) {
   return rep;
 }
 
-DumpedCase load_dump(const std::string& path) {
-  const SafetensorsFile f = read_safetensors(path);
-  auto meta = [&](const char* k) -> const std::string& {
-    const auto it = f.metadata.find(k);
-    require(it != f.metadata.end(), std::string("__metadata__.") + k, "is missing in ", path);
-    return it->second;
-  };
-  require(meta("schema") == "replayssm.fuzz_case", "__metadata__.schema", "is '", meta("schema"),
-          "', expected replayssm.fuzz_case");
-  auto parse = [&](const char* k) {
-    try {
-      return nlohmann::json::parse(meta(k));
-    } catch (const nlohmann::json::exception& e) {
-      fail(std::string("__metadata__.") + k, "is not JSON: ", e.what());
-    }
-  };
-  std::vector<ref::LayerParams> params;
-  const auto sj = parse("setup");
-  const int L = sj.is_object() && sj.contains("config") ? config_from_json(sj.at("config")).num_layers : 0;
-  for (int l = 0; l < L; ++l) {
-    const auto a = f.tensors.find("param.A_log." + std::to_string(l));
-    const auto d = f.tensors.find("param.dt_bias." + std::to_string(l));
-    require(a != f.tensors.end() && d != f.tensors.end(), "param." + std::to_string(l), "layer parameters missing");
-    params.push_back(ref::LayerParams{a->second.to_f32(), d->second.to_f32()});
-  }
-  DumpedCase c;
-  c.setup = ref::EngineSetup::from_json(sj, std::move(params), std::numeric_limits<float>::quiet_NaN(),
-                                        "__metadata__.setup");
-  for (const auto& j : parse("commands")) c.commands.push_back(ref::Cmd::from_json(j));
-  c.target = meta("target");
-  c.fault = ref::parse_fault(meta("fault"));
-  c.reason = meta("reason");
-  return c;
-}
+DumpedCase load_dump(const std::string& path) { return read_fuzz_case(path); }
 
 std::string replay_dump(const std::string& path, const std::string& target, std::string* notes) {
-  const DumpedCase c = load_dump(path);
-  std::string use = c.target;
-  if (c.target.rfind("exec:", 0) == 0) {
-    require(!target.empty(), "target", "this case was judged against ", c.target,
+  const FuzzCase c = read_fuzz_case(path);  // every check before anything runs (fuzz_case.hpp)
+  const std::string& recorded = c.target;
+  std::string use = recorded;
+  if (recorded.rfind("exec:", 0) == 0) {
+    require(!target.empty(), "target", "this case was judged against ", recorded,
             "; a command is never taken from a file: give it again with --target exec:'...'");
   }
   if (!target.empty()) {

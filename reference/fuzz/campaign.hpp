@@ -11,6 +11,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "fuzz_case.hpp"
 #include "replayssm/reference/judge.hpp"
 
 namespace replayssm::fuzz {
@@ -47,16 +48,11 @@ struct FuzzReport {
 // Runs the campaign; progress lines (one per case) go to `progress` when non-null.
 FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress);
 
-// A dumped failing case as stored: the setup (layer parameters included, pools NaN-poisoned), the target and
-// fault it was judged with, the shrunk command sequence (ending with the failing command) and the reason.
-struct DumpedCase {
-  ref::EngineSetup setup;
-  std::string target;
-  ref::Fault fault = ref::Fault::None;
-  std::vector<ref::Cmd> commands;
-  std::string reason;
-};
-// Reads a dump; Error naming the field ("__metadata__.setup.max_T", "param.1", ...) for a malformed one.
+// A dumped failing case as stored (fuzz_case.hpp): the setup (layer parameters included, pools NaN-poisoned),
+// the target and fault it was judged with, the shrunk command sequence (ending with the failing command) and
+// the reason.
+using DumpedCase = FuzzCase;
+// Reads a dump as strictly as a fixture (read_fuzz_case); Error naming the field for a malformed one.
 DumpedCase load_dump(const std::string& path);
 
 // Re-executes a dumped failing case; returns the first disagreement ("" if it no longer fails). A case judged

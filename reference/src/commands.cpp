@@ -1,13 +1,18 @@
 // Lifecycle commands: JSON form (fuzz dumps) and one-line descriptions.
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "replayssm/error.hpp"
 #include "replayssm/reference/command.hpp"
+#include "replayssm/strict_json.hpp"
 
 namespace replayssm::ref {
 
 namespace {
+constexpr std::int64_t kI32Min = std::numeric_limits<std::int32_t>::min();
+constexpr std::int64_t kI32Max = std::numeric_limits<std::int32_t>::max();
+
 const char* kind_name(Cmd::Kind k) {
   switch (k) {
     case Cmd::Kind::Admit: return "admit";
@@ -44,35 +49,47 @@ nlohmann::json Cmd::to_json() const {
   return j;
 }
 
-Cmd Cmd::from_json(const nlohmann::json& j) {
+Cmd Cmd::from_json(const nlohmann::json& j, const std::string& field) {
+  // As strict as a fixture: every key required, no other key, integers as JSON integers in range, seeds as
+  // full-match decimal text (strict_json.hpp). Errors name the key under `field`.
+  auto i32 = [](const nlohmann::json& o, const char* key, const std::string& f, std::int64_t lo = kI32Min) {
+    return static_cast<std::int32_t>(json_int(require_key(o, key, f), f + "." + key, lo, kI32Max));
+  };
+  auto seed = [](const nlohmann::json& o, const std::string& f) {
+    return parse_decimal_u64(json_string(require_key(o, "seed", f), f + ".seed"), f + ".seed");
+  };
+  require(j.is_object(), field, "must be a JSON object, got ", j.type_name());
   Cmd c;
-  try {
-    const std::string k = j.at("kind").get<std::string>();
-    bool found = false;
-    for (auto kk : {Kind::Admit, Kind::Step, Kind::Finish, Kind::Continue, Kind::Copy, Kind::Preempt, Kind::Resume})
-      if (k == kind_name(kk)) {
-        c.kind = kk;
-        found = true;
-      }
-    require(found, "cmd.kind", "unknown command kind '", k, "'");
-    if (c.kind == Kind::Step) {
-      for (const auto& r : j.at("rows"))
-        c.rows.push_back(RowSpec{r.at("req").get<std::int32_t>(), r.at("T").get<std::int32_t>(),
-                                 r.at("accepted").get<std::int32_t>(), r.at("stop_at").get<std::int32_t>(),
-                                 std::stoull(r.at("seed").get<std::string>())});
-      c.pad_at = j.at("pad_at").get<std::vector<std::int32_t>>();
-    } else {
-      c.req = j.at("req").get<std::int32_t>();
-      c.req2 = j.at("req2").get<std::int32_t>();
-      c.slot = j.at("slot").get<std::int32_t>();
-      c.prompt = j.at("prompt").get<std::int32_t>();
-      c.seed = std::stoull(j.at("seed").get<std::string>());
+  const std::string& k = json_string(require_key(j, "kind", field), field + ".kind");
+  bool found = false;
+  for (auto kk : {Kind::Admit, Kind::Step, Kind::Finish, Kind::Continue, Kind::Copy, Kind::Preempt, Kind::Resume})
+    if (k == kind_name(kk)) {
+      c.kind = kk;
+      found = true;
     }
-  } catch (const nlohmann::json::exception& e) {
-    fail("cmd", "malformed command JSON: ", e.what());
-  } catch (const std::logic_error& e) {
-    if (dynamic_cast<const Error*>(&e)) throw;
-    fail("cmd", "malformed number in command JSON: ", e.what());
+  require(found, field + ".kind", "unknown command kind '", k, "'");
+  if (c.kind == Kind::Step) {
+    require_only_keys(j, {"kind", "rows", "pad_at"}, field);
+    const nlohmann::json& rows = require_key(j, "rows", field);
+    require(rows.is_array(), field + ".rows", "must be an array of rows");
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const std::string rf = field + ".rows[" + std::to_string(i) + "]";
+      require_only_keys(rows[i], {"req", "T", "accepted", "stop_at", "seed"}, rf);
+      c.rows.push_back(RowSpec{i32(rows[i], "req", rf, 0), i32(rows[i], "T", rf, 1), i32(rows[i], "accepted", rf, 0),
+                               i32(rows[i], "stop_at", rf, 0), seed(rows[i], rf)});
+    }
+    const nlohmann::json& pads = require_key(j, "pad_at", field);
+    require(pads.is_array(), field + ".pad_at", "must be an array of row indices");
+    for (std::size_t i = 0; i < pads.size(); ++i)
+      c.pad_at.push_back(static_cast<std::int32_t>(
+          json_int(pads[i], field + ".pad_at[" + std::to_string(i) + "]", 0, static_cast<std::int64_t>(c.rows.size()))));
+  } else {
+    require_only_keys(j, {"kind", "req", "req2", "slot", "prompt", "seed"}, field);
+    c.req = i32(j, "req", field, 0);
+    c.req2 = i32(j, "req2", field, 0);
+    c.slot = i32(j, "slot", field);
+    c.prompt = i32(j, "prompt", field, 0);
+    c.seed = seed(j, field);
   }
   return c;
 }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "replayssm/error.hpp"
 #include "replayssm/mrope/mrope_fixture.hpp"
@@ -10,6 +11,7 @@
 #include "replayssm/reference/ring_fixture.hpp"
 #include "replayssm/reference/trace_replay.hpp"
 #include "replayssm/rng.hpp"
+#include "replayssm/strict_json.hpp"
 
 namespace replayssm::ref {
 
@@ -43,10 +45,22 @@ ModelConfig model_of(const nlohmann::json& config) {
   require(config.is_object() && config.contains("model"), "config.model", "is missing");
   return config_from_json(config.at("model"));
 }
-std::int64_t arg(const nlohmann::json& config, const char* key) {
-  require(config.contains("args") && config.at("args").contains(key) && config.at("args").at(key).is_number_integer(),
-          std::string("config.args.") + key, "is missing or not an integer");
-  return config.at("args").at(key).get<std::int64_t>();
+// An integer argument in [lo, hi] (never wrapped: 2^32 + 1 is refused, not read as 1).
+std::int64_t arg(const nlohmann::json& config, const char* key, std::int64_t lo, std::int64_t hi) {
+  const std::string f = std::string("config.args.") + key;
+  require(config.contains("args") && config.at("args").is_object() && config.at("args").contains(key), f,
+          "is missing");
+  return json_int(config.at("args").at(key), f, lo, hi);
+}
+
+// The element count of an output the reference is about to allocate, refused (Error(field)) when its bytes
+// would exceed the per-tensor cap of the safetensors limits: a fixture declares its own shapes.
+std::size_t output_elems(const Shape& shape, std::size_t elem_bytes, const std::string& field) {
+  const std::int64_t n = shape_numel(shape, field);
+  const std::uint64_t cap = default_safetensors_limits().max_tensor_bytes;
+  require(static_cast<std::uint64_t>(n) <= cap / elem_bytes, field, "the output ", shape_str(shape), " would need ",
+          n, " elements of ", elem_bytes, " bytes, more than the cap of ", cap, " bytes per tensor");
+  return static_cast<std::size_t>(n);
 }
 
 SequenceInputs read_inputs(const ModelConfig& c, const std::map<std::string, Tensor>& t, std::int64_t T,
@@ -150,9 +164,11 @@ std::map<std::string, Tensor> run_golden_op(const std::string& op, const nlohman
     const auto in = read_inputs(c, t, T);
     const auto p = read_params(c, t);
     auto S = widen<double>(get(t, "in.state", c.state_dtype, ss));
+    // mtp_verify keeps every intermediate state: T times the state, capped before anything is computed.
+    if (op == "mtp_verify") (void)output_elems(prepend(T, ss), 2 * sizeof(double), "out.states");
     std::vector<double> o;
     if (op == "chunked") {
-      run_chunked<double>(c, p, in, static_cast<int>(arg(config, "chunk")), S, o);
+      run_chunked<double>(c, p, in, static_cast<int>(arg(config, "chunk", 1, std::numeric_limits<int>::max())), S, o);
     } else {
       std::vector<std::vector<double>> states;
       run_recurrent<double>(c, p, in, S, o, op == "mtp_verify" ? &states : nullptr);
@@ -207,9 +223,10 @@ std::map<std::string, Tensor> run_golden_op(const std::string& op, const nlohman
     const std::int64_t T = need(t, "in.q").shape.size() > 1 ? need(t, "in.q").shape[1] : 0;
     const auto p = read_params(c, t);
     const std::size_t E = static_cast<std::size_t>(c.state_elems());
-    std::vector<double> o_all(static_cast<std::size_t>(B * T) * c.HV * c.V, 0.0);
-    std::vector<std::vector<double>> committed(static_cast<std::size_t>(B));
+    // Inputs first (their shapes are checked against the data), then the outputs, whose size is capped.
     const auto all_in = read_inputs(c, t, T, "in.", B);
+    std::vector<double> o_all(output_elems({B, T, c.HV, c.V}, sizeof(double), "out.o"), 0.0);
+    std::vector<std::vector<double>> committed(static_cast<std::size_t>(B));
     SequenceInputs flat = all_in;
     flat.T = static_cast<int>(B * T);
     for (std::int64_t r = 0; r < B; ++r) {
@@ -319,92 +336,6 @@ std::vector<std::string> write_mrope_fixtures(std::uint64_t seed, const std::str
     paths.push_back(path);
   }
   return paths;
-}
-
-nlohmann::json FixtureCheck::to_json() const {
-  auto ts = nlohmann::json::array();
-  for (const auto& t : tensors)
-    ts.push_back({{"name", t.name},
-                  {"tolerance", t.tolerance.str()},
-                  {"ok", t.report.ok},
-                  {"max_abs", t.report.max_abs},
-                  {"rel_rms", t.report.rel_rms},
-                  {"worst_index", t.report.worst_index},
-                  {"worst_ref", t.report.worst_ref},
-                  {"worst_got", t.report.worst_got},
-                  {"mismatches", t.report.mismatches},
-                  {"report", t.report.str()}});
-  return nlohmann::json{{"path", path}, {"op", op}, {"ok", ok}, {"error", error}, {"tensors", ts}};
-}
-
-FixtureCheck check_fixture_file(const std::string& path, std::optional<Tier> tier) {
-  FixtureCheck r;
-  r.path = path;
-  try {
-    const Fixture f = load_fixture(path);
-    r.op = f.op;
-    if (f.op == kTraceOp) return check_trace_file(path, tier);
-    std::map<std::string, Tensor> got;
-    if (f.op.rfind("mrope.", 0) == 0) {
-      got = mrope::fixture_outputs(f);
-    } else if (f.op == kRingStepOp) {
-      got = run_ring_step(f.config, f.tensors);
-    } else {
-      got = run_golden_op(f.op, f.config, f.tensors);
-    }
-    r.ok = true;
-    // Every output the operation produces must be in the fixture: a fixture without expectations proves
-    // nothing and is a failure, not a pass.
-    for (const auto& [name, t] : got)
-      if (!f.tensors.count(name)) {
-        TensorCheck tc{name, Tolerance::exact(), {}};
-        tc.report.ok = false;
-        tc.report.message = "FAIL the fixture has no expected tensor '" + name + "' (the operation produces it)";
-        r.ok = false;
-        r.tensors.push_back(tc);
-      }
-    for (const auto& name : f.tensor_names("out.")) {
-      const auto it = got.find(name);
-      TensorCheck tc{name, f.tolerance_for(name), {}};
-      const Tolerance& tol = tc.tolerance;
-      // A tolerance looser than any claim this project makes would let anything pass.
-      const bool too_loose = (tol.kind == Tolerance::Kind::AllClose && (tol.atol > 0.1 || tol.rtol > 0.1)) ||
-                             (tol.kind == Tolerance::Kind::RelRms && tol.ratio > 0.05);
-      bool non_finite = false;
-      if (is_float(f.tensors.at(name).dtype))
-        for (double x : f.tensors.at(name).to_f64()) non_finite = non_finite || !std::isfinite(x);
-      if (too_loose) {
-        tc.report.ok = false;
-        tc.report.message = "FAIL tolerance " + tol.str() + " is too loose to check anything (limits: allclose atol, rtol <= 0.1; rel_rms <= 0.05)";
-      } else if (non_finite) {
-        tc.report.ok = false;
-        tc.report.message = "FAIL the expected tensor holds NaN or Inf";
-      } else if (it == got.end()) {
-        tc.report.ok = false;
-        tc.report.message = "FAIL the reference produced no tensor '" + name + "'";
-      } else {
-        const Tensor& want = f.tensors.at(name);
-        if (want.dtype != it->second.dtype || want.shape != it->second.shape) {
-          tc.report.ok = false;
-          tc.report.message = "FAIL dtype/shape differ: fixture " + std::string(dtype_name(want.dtype)) +
-                              shape_str(want.shape) + ", reference " + std::string(dtype_name(it->second.dtype)) +
-                              shape_str(it->second.shape);
-        } else if (is_float(want.dtype)) {
-          tc.report = compare(want.to_f64(), it->second.to_f64(), tc.tolerance);
-        } else {
-          const auto a = want.to_i64(), b = it->second.to_i64();
-          tc.report = compare(std::vector<double>(a.begin(), a.end()), std::vector<double>(b.begin(), b.end()),
-                              tc.tolerance);
-        }
-      }
-      r.ok = r.ok && tc.report.ok;
-      r.tensors.push_back(tc);
-    }
-  } catch (const std::exception& e) {
-    r.ok = false;
-    r.error = e.what();
-  }
-  return r;
 }
 
 }  // namespace replayssm::ref

@@ -260,11 +260,24 @@ TraceReport replay_trace(const Trace& trace, Target& target, const TraceJudging&
 }
 
 FixtureCheck check_trace_file(const std::string& path, std::optional<Tier> tier) {
+  try {
+    return check_trace(load_fixture(path), path, tier);
+  } catch (const std::exception& e) {
+    FixtureCheck r;
+    r.path = path;
+    r.op = kTraceOp;
+    r.ok = false;
+    r.error = e.what();
+    return r;
+  }
+}
+
+FixtureCheck check_trace(const Fixture& f, const std::string& path, std::optional<Tier> tier) {
   FixtureCheck r;
   r.path = path;
   r.op = kTraceOp;
   try {
-    const Trace t = load_trace(path);
+    const Trace t = trace_from_fixture(f);
     const auto oracle = make_target("full_state");
     TraceJudging j;
     j.mode = tier ? TraceJudging::Mode::Tier : TraceJudging::Mode::Stored;

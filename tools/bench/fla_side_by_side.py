@@ -10,7 +10,8 @@ with the per-head gate broadcast over K. Decode (T = 1, in place) is timed too.
 Shapes: the preset's (qwen3.5: H 16, HV 32, K = V = 128), fp32 state in the [V, K] layout (state_v_first),
 bf16 activations, one layer. L2 policy as in `replayssm bench kernels`: every timed round uses a different
 copy of the inputs and of the state pool (copies rotate until they exceed the 60 MB L2 several times over).
-Times are medians of CUDA-event timings. The project's numbers come from `replayssm bench kernels --csv` run
+Times are medians of CUDA-event timings of the kernel alone (the GPU is kept busy while Python enqueues it, so
+the wrapper's host overhead is not counted). The project's numbers come from `replayssm bench kernels --csv` run
 by this script in the same call (24-layer times divided by 24).
 
 Usage: fla_side_by_side.py --cli PATH/TO/replayssm [--fla-path DIR] [--batches 32,64,128,256] [--T 2,4,8]
@@ -19,11 +20,11 @@ Exits non-zero, printing why, when FLA or a CUDA device is missing; it never inv
 """
 import argparse
 import csv
-import io
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 
 L2_BYTES = 60 << 20
 
@@ -56,6 +57,9 @@ def time_rounds(fn, copies, repeats):
     for r in range(repeats + 1):
         args = copies[r % len(copies)]
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        # Keep the GPU busy while Python enqueues the launch, so the events time the kernel, not the
+        # wrapper's host-side overhead (the project's C++ launches do not carry one).
+        torch.cuda._sleep(2_000_000)
         start.record()
         fn(*args)
         end.record()
@@ -104,11 +108,14 @@ def fla_times(kernel, batch, T, repeats, H=16, HV=32, K=128, V=128):
 
 
 def project_times(cli, batches, Ts, repeats):
-    out = subprocess.run([cli, "bench", "kernels", "--preset", "qwen3.5", "--batches", batches, "--T", Ts,
-                          "--repeats", str(repeats), "--csv", "/dev/stdout"], capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.exit(f"`{cli} bench kernels` failed ({out.returncode}):\n{out.stderr}")
-    rows = [r for r in csv.DictReader(io.StringIO(out.stdout)) if r.get("gpu")]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "bench.csv")
+        out = subprocess.run([cli, "bench", "kernels", "--preset", "qwen3.5", "--batches", batches, "--T", Ts,
+                              "--repeats", str(repeats), "--csv", path], capture_output=True, text=True)
+        if out.returncode != 0:
+            sys.exit(f"`{cli} bench kernels` failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
+        with open(path, newline="") as f:
+            rows = [r for r in csv.DictReader(f) if r.get("gpu")]
     return {(int(r["batch"]), int(r["T"])): r for r in rows}
 
 

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "replayssm/safetensors.hpp"
 #include "replayssm/tensor.hpp"
 
 namespace replayssm {
@@ -29,9 +30,10 @@ inline constexpr std::uint64_t kDefaultMaxFrameBytes = 8ull << 30;
 // Length prefix + body. Throws Error("frame.msg") unless msg is an object, or the serializer's Error.
 std::vector<std::uint8_t> encode_frame(const Frame& f);
 // Decodes a body (the N bytes after the prefix). Errors name "<origin>" and the field: the container's own
-// fields (safetensors.hpp), "<origin>.__metadata__" (keys other than "msg", or none),
-// "<origin>.msg" (not JSON, not an object).
-Frame decode_frame(const std::vector<std::uint8_t>& body, const std::string& origin = "frame");
+// fields (safetensors.hpp, with `limits`), "<origin>.__metadata__" (keys other than "msg", or none),
+// "<origin>.msg" (not JSON, not an object, a duplicate key, a NUL, nesting deeper than strict_json.hpp allows).
+Frame decode_frame(const std::vector<std::uint8_t>& body, const std::string& origin = "frame",
+                   const SafetensorsLimits& limits = default_safetensors_limits());
 
 // 64-bit content digest of a byte string: with w_i the little-endian 64-bit words of the bytes (the last
 // one zero-padded) and mix the SplitMix64 finalizer,

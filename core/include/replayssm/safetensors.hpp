@@ -33,6 +33,9 @@
 //   __metadata__                  not an object, or a duplicate "__metadata__" key
 //   __metadata__.<key>            a value that is not a string, or a duplicate key
 //   path                          the file cannot be opened or read (read_safetensors only)
+//   file                          the file is larger than SafetensorsLimits::max_file_bytes (read_safetensors
+//                                 checks the size on disk before reading a byte)
+//   tensor 'x'.shape              also: the tensor's byte size exceeds SafetensorsLimits::max_tensor_bytes
 // Any string (also "") may name a tensor, except "__metadata__". Zero-size tensors (a zero dimension) are
 // allowed and have begin == end; shape [] is a scalar (one element). Float values (NaN, Inf, subnormals) are
 // not inspected.
@@ -57,6 +60,21 @@ namespace replayssm {
 // Largest header accepted, as in the reference reader.
 inline constexpr std::uint64_t kSafetensorsMaxHeader = 100'000'000;
 
+// Absolute caps on what reading a file may cost, checked before anything is allocated for it: the bytes of any
+// one tensor and of the whole file (length prefix, header and data). A hostile file declares its own shapes,
+// so "bounded by the declared shapes" bounds nothing; these caps do, whatever it declares. The defaults leave
+// room for the committed fixtures and for golden sets at real model dimensions (the largest real-dimension
+// tensor is a pool of a few hundred MiB). Every reader built on this one (fixtures, fuzz cases, protocol
+// frames) takes the process-wide default unless given limits explicitly.
+struct SafetensorsLimits {
+  std::uint64_t max_tensor_bytes = 4ull << 30;  // 4 GiB
+  std::uint64_t max_file_bytes = 16ull << 30;   // 16 GiB
+};
+// The process-wide default (initially SafetensorsLimits{}); thread-safe.
+SafetensorsLimits default_safetensors_limits();
+// Replaces the process-wide default. Error("limits.max_tensor_bytes" / "limits.max_file_bytes") for a zero cap.
+void set_default_safetensors_limits(const SafetensorsLimits& limits);
+
 struct SafetensorsFile {
   std::map<std::string, Tensor> tensors;
   std::map<std::string, std::string> metadata;  // the "__metadata__" object; empty when absent
@@ -65,10 +83,12 @@ struct SafetensorsFile {
 };
 
 // Reads and validates a whole file. Error messages name `path`.
-SafetensorsFile read_safetensors(const std::string& path);
+SafetensorsFile read_safetensors(const std::string& path,
+                                 const SafetensorsLimits& limits = default_safetensors_limits());
 
 // Validates and decodes the bytes of a safetensors file; `origin` is only used in error messages.
-SafetensorsFile parse_safetensors(const std::vector<std::uint8_t>& bytes, const std::string& origin = "<memory>");
+SafetensorsFile parse_safetensors(const std::vector<std::uint8_t>& bytes, const std::string& origin = "<memory>",
+                                  const SafetensorsLimits& limits = default_safetensors_limits());
 
 // Encodes a file following the writer conventions above. Throws Error on invalid input.
 std::vector<std::uint8_t> serialize_safetensors(const SafetensorsFile& file);

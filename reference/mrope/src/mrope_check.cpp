@@ -9,10 +9,19 @@
 namespace replayssm::mrope {
 
 namespace {
+// Largest head_dim and spatial merge size a fixture may declare (real models: 64..256 and 2).
+constexpr std::int64_t kMaxFixtureDim = 1 << 16;
+
 std::int64_t scalar_i(const Fixture& f, const std::string& name) {
   const Tensor& t = f.tensor(name);
   require(t.shape.empty(), name, "must be a scalar");
   return t.to_i64()[0];
+}
+// An integer scalar in [lo, hi]: never narrowed by a cast (2^32 + 128 is refused, not read as 128).
+std::int64_t scalar_in(const Fixture& f, const std::string& name, std::int64_t lo, std::int64_t hi) {
+  const std::int64_t v = scalar_i(f, name);
+  require(v >= lo && v <= hi, name, "is ", v, ", outside [", lo, ", ", hi, "]");
+  return v;
 }
 double scalar_f(const Fixture& f, const std::string& name) {
   const Tensor& t = f.tensor(name);
@@ -37,7 +46,7 @@ std::map<std::string, Tensor> fixture_outputs(const Fixture& f) {
   require(f.config.is_object() && f.config.contains("model") && f.config.at("model").is_string(), "config.model",
           "must name the MRoPE preset");
   Preset preset = get_preset(f.config.at("model").get<std::string>());
-  preset.spatial_merge_size = static_cast<int>(scalar_i(f, "in.spatial_merge_size"));
+  preset.spatial_merge_size = static_cast<int>(scalar_in(f, "in.spatial_merge_size", 1, kMaxFixtureDim));
   preset.tokens_per_second = scalar_f(f, "in.tokens_per_second");
   const Tensor& seg_t = f.tensor("in.segments");
   require(seg_t.shape.size() == 2 && seg_t.shape[1] == 4, "in.segments", "must be [S, 4]");
@@ -70,22 +79,28 @@ std::map<std::string, Tensor> fixture_outputs(const Fixture& f) {
   require(ft_pos == ft.size(), "in.frame_text", "has ", ft.size() - ft_pos, " unused entries");
   validate(preset, req, "in.segments");
   Rotary rot;
-  rot.head_dim = static_cast<int>(scalar_i(f, "in.head_dim"));
-  rot.rotary_dim = static_cast<int>(scalar_i(f, "in.rotary_dim"));
+  rot.head_dim = static_cast<int>(scalar_in(f, "in.head_dim", 2, kMaxFixtureDim));
+  rot.rotary_dim = static_cast<int>(scalar_in(f, "in.rotary_dim", 2, rot.head_dim));
   rot.theta = scalar_f(f, "in.rope_theta");
   const auto sec = f.tensor("in.mrope_section", DType::I64, {3}).to_i64();
+  for (std::size_t a = 0; a < 3; ++a)
+    require(sec[a] >= 0 && sec[a] <= rot.rotary_dim / 2, "in.mrope_section", "entry ", a, " is ", sec[a],
+            ", outside [0, rotary_dim / 2 = ", rot.rotary_dim / 2, "]");
   rot.section = {static_cast<int>(sec[0]), static_cast<int>(sec[1]), static_cast<int>(sec[2])};
-  rot.layout = scalar_i(f, "in.interleaved") ? Layout::Interleaved : Layout::Chunked;
+  rot.layout = scalar_in(f, "in.interleaved", 0, 1) ? Layout::Interleaved : Layout::Chunked;
   const PromptPlan plan(preset, req);
-  const std::int64_t N = plan.prompt_len() + scalar_i(f, "in.generated");
+  const std::int64_t N = plan.prompt_len() + scalar_in(f, "in.generated", 0, kMaxTokens);
+  // The inputs' shapes first: N positions are computed only for a fixture that holds N tokens.
+  const Tensor& q = f.tensor("in.q");
+  const Tensor& k = f.tensor("in.k");
+  require(q.shape.size() == 3 && q.shape[0] == N && q.shape[1] >= 1 && q.shape[2] == rot.head_dim, "in.q",
+          "must be [N, heads >= 1, head_dim]");
+  require(k.shape.size() == 3 && k.shape[0] == N && k.shape[1] >= 1 && k.shape[2] == rot.head_dim, "in.k",
+          "must be [N, heads >= 1, head_dim]");
   const auto pos = plan.positions(0, N);
   std::vector<std::int64_t> rows(static_cast<std::size_t>(3 * N));
   for (std::int64_t n = 0; n < N; ++n)
     for (int ax = 0; ax < 3; ++ax) rows[static_cast<std::size_t>(ax * N + n)] = pos[static_cast<std::size_t>(n)][static_cast<std::size_t>(ax)];
-  const Tensor& q = f.tensor("in.q");
-  const Tensor& k = f.tensor("in.k");
-  require(q.shape.size() == 3 && q.shape[0] == N && q.shape[2] == rot.head_dim, "in.q", "must be [N, heads, head_dim]");
-  require(k.shape.size() == 3 && k.shape[0] == N && k.shape[2] == rot.head_dim, "in.k", "must be [N, heads, head_dim]");
   std::map<std::string, Tensor> out;
   out["out.positions"] = Tensor::from_i64({3, N}, rows);
   out["out.delta"] = Tensor::from_i64({}, {plan.delta()});

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "replayssm/error.hpp"
+#include "replayssm/strict_json.hpp"
 
 namespace replayssm::mrope {
 
@@ -109,7 +110,7 @@ std::string axes_letters(const Rotary& rot) {
   throw Error(field, msg);
 }
 
-ojson run_step(PositionTracker& tr, const nlohmann::json& st, const std::string& field) {
+ojson run_step(PositionTracker& tr, const nlohmann::json& st, const std::string& field, std::int64_t& budget) {
   require(st.is_object(), field, "must be an object such as {\"prefill\": 4}");
   static const std::vector<std::string> kinds = {"prefill", "verify", "draft", "stop", "restart", "turn"};
   std::string kind;
@@ -139,6 +140,12 @@ ojson run_step(PositionTracker& tr, const nlohmann::json& st, const std::string&
     out["delta"] = plan.delta();
   } else {
     const std::int64_t value = get_int(st.at(kind), key_field(field, kind));
+    if (kind != "stop" && value > 0) {
+      // What the step walks or emits; the whole schedule is capped so that no request runs unbounded.
+      require(value <= budget, key_field(field, kind), "the schedule feeds more than ", kMaxScheduleTokens,
+              " tokens in total (prefill, verify, draft and restart counts)");
+      budget -= value;
+    }
     try {
       if (kind == "prefill" || kind == "verify" || kind == "draft") {
         Window w;
@@ -231,8 +238,9 @@ ojson positions_report(const Preset& preset, const nlohmann::json& doc) {
     require(doc.at("steps").is_array(), "steps", "must be an array of steps");
     PositionTracker tr(preset, request);
     ojson steps = ojson::array();
+    std::int64_t budget = kMaxScheduleTokens;
     for (std::size_t i = 0; i < doc.at("steps").size(); ++i) {
-      steps.push_back(run_step(tr, doc.at("steps")[i], "steps[" + std::to_string(i) + "]"));
+      steps.push_back(run_step(tr, doc.at("steps")[i], "steps[" + std::to_string(i) + "]", budget));
     }
     out["steps"] = std::move(steps);
   }
@@ -268,11 +276,13 @@ std::string positions_report_text(const std::string& model, const std::string& p
   text << in.rdbuf();
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    fail("request", "'", path, "' is not valid JSON: ", e.what());
+    doc = parse_request_text(text.str());
+  } catch (const Error& e) {
+    fail("request", "'", path, "' ", std::string(e.what()).substr(e.field().size() + 2));
   }
   return format_report(positions_report(preset, doc));
 }
+
+nlohmann::json parse_request_text(std::string_view text) { return parse_strict_json(text, "request"); }
 
 }  // namespace replayssm::mrope

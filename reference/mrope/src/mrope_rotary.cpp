@@ -21,7 +21,9 @@ namespace {
 void check_rotary(const Rotary& rot) {
   require(rot.rotary_dim >= 2 && rot.rotary_dim % 2 == 0 && rot.rotary_dim <= rot.head_dim, "rotary_dim",
           "must be even and in [2, head_dim = ", rot.head_dim, "], got ", rot.rotary_dim);
-  require(rot.section[0] + rot.section[1] + rot.section[2] == rot.rotary_dim / 2, "section",
+  require(rot.section[0] >= 0 && rot.section[1] >= 0 && rot.section[2] >= 0, "section", "must be >= 0");
+  // Summed in 64 bits: three ints near INT_MAX overflowed (undefined behaviour) before the comparison.
+  require(std::int64_t{rot.section[0]} + rot.section[1] + rot.section[2] == rot.rotary_dim / 2, "section",
           "must sum to rotary_dim / 2 = ", rot.rotary_dim / 2);
   require(std::isfinite(rot.theta) && rot.theta > 1.0, "theta", "must be finite and > 1");
 }

@@ -63,7 +63,7 @@ Window PositionTracker::prefill(std::int64_t count) {
 
 Window PositionTracker::verify(std::int64_t T, std::int64_t accepted) {
   require(!finished_, "state", "the request is finished; continue it with a new turn first");
-  require(T >= 1, "T", "a verify window needs T >= 1, got ", T);
+  require(T >= 1 && T <= kMaxSpecTokens, "T", "a verify window needs 1 <= T <= ", kMaxSpecTokens, ", got ", T);
   require(accepted >= 1 && accepted <= T, "accepted", "must be in [1, T = ", T, "], got ", accepted);
   require(computed_ >= prompt_len_ && computed_ == seq_len_ - 1, "state",
           "a verify step needs the prompt computed and exactly one pending token (num_computed ", computed_,
@@ -81,7 +81,7 @@ Window PositionTracker::verify(std::int64_t T, std::int64_t accepted) {
 }
 
 Window PositionTracker::draft(std::int64_t steps) const {
-  require(steps >= 0, "steps", "must be >= 0, got ", steps);
+  require(steps >= 0 && steps <= kMaxSpecTokens, "steps", "must be in [0, ", kMaxSpecTokens, "], got ", steps);
   require(computed_ >= prompt_len_, "state", "drafting starts once the prompt is computed (num_computed ",
           computed_, ", prompt_len ", prompt_len_, ")");
   // cur_ is the position of index computed_ (the next text position); step j works on index computed_-1+j.

@@ -31,8 +31,10 @@ struct Cmd {
   std::vector<std::int32_t> pad_at;  // Step: PAD rows inserted before these row indices (may repeat)
 
   nlohmann::json to_json() const;
-  // Error("cmd" / "cmd.kind") for malformed JSON.
-  static Cmd from_json(const nlohmann::json& j);
+  // Reads to_json()'s form strictly: every key of the kind's form required and no other, integers as JSON
+  // integers in int32 range (req, req2, prompt, accepted, stop_at >= 0; T >= 1; pad_at in [0, rows]), seeds
+  // as full-match decimal uint64 text. Error("<field>.<key>", e.g. "cmd.rows[2].seed") otherwise.
+  static Cmd from_json(const nlohmann::json& j, const std::string& field = "cmd");
   std::string str() const;
 };
 

@@ -108,6 +108,23 @@ struct FixtureCheck {
 // (op lifecycle.trace) is replayed through the oracle (trace_replay.hpp), at `tier` when given (traces only).
 // Never throws for a bad file: the problem is reported in FixtureCheck::error.
 FixtureCheck check_fixture_file(const std::string& path, std::optional<Tier> tier = std::nullopt);
+// The same for a fixture already in memory (`path` is only reported). Never throws. A refusal is an Error
+// naming the field; any other exception is reported with kInternalErrorPrefix (a defect of the checker).
+inline constexpr const char* kInternalErrorPrefix = "internal error: ";
+FixtureCheck check_fixture(const Fixture& f, const std::string& path = "<memory>",
+                           std::optional<Tier> tier = std::nullopt);
+
+// Limits on a fixture's own tolerances: one looser than any claim the project makes would let anything
+// pass, so such an expectation is a failure. The absolute part scales with the data: allclose atol <=
+// kMaxAtolFraction * max(1, M), M = the largest finite |value| of the expected tensor (a rotary fixture at
+// long positions with |x| ~ 4 legitimately needs atol ~ 0.1 * |x|; an atol of 10 on data of magnitude 1 is
+// still refused); allclose rtol <= kMaxRtol; rel_rms ratio <= kMaxRelRms; a budget tolerance obeys both the
+// atol and the rel_rms limit.
+inline constexpr double kMaxAtolFraction = 0.1;
+inline constexpr double kMaxRtol = 0.1;
+inline constexpr double kMaxRelRms = 0.05;
+// "" when `tol` is within the limits for an expected tensor of magnitude M, else why not.
+std::string tolerance_too_loose(const Tolerance& tol, double magnitude);
 
 // MRoPE fixtures ("mrope.rotary": positions, delta and rotated q/k of one generated multimodal request per
 // MRoPE preset, see replayssm/mrope/mrope_fixture.hpp) written into dir; write_golden_set includes them under

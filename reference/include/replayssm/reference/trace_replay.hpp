@@ -52,5 +52,7 @@ TraceReport replay_trace(const Trace& trace, Target& target, const TraceJudging&
 // `replayssm check` for a trace file: the oracle (full_state) replayed through it at the stored tolerance, or
 // at `tier` when given. Never throws: an unreadable trace is reported in FixtureCheck::error.
 FixtureCheck check_trace_file(const std::string& path, std::optional<Tier> tier = std::nullopt);
+// The same for a trace fixture already in memory (`path` is only reported).
+FixtureCheck check_trace(const Fixture& f, const std::string& path, std::optional<Tier> tier = std::nullopt);
 
 }  // namespace replayssm::ref

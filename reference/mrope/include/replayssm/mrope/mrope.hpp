@@ -70,6 +70,9 @@ using Pos3 = std::array<std::int64_t, 3>;
 // Largest prompt (and largest generated count in a request) the reference materialises: 2^24 tokens, far above
 // every model's context (262144 for Qwen3-VL / Qwen3.5).
 inline constexpr std::int64_t kMaxTokens = std::int64_t{1} << 24;
+// Largest speculative window: a verify step's T and a draft step's count (real engines verify a few to a few
+// dozen tokens; the cap only keeps a request from asking for an unbounded allocation).
+inline constexpr std::int64_t kMaxSpecTokens = 1024;
 
 enum class Layout : std::uint8_t { Chunked, Interleaved };
 enum class VideoRule : std::uint8_t { FrameIndex, ScaledTime, PerFrame };
@@ -261,11 +264,11 @@ class PositionTracker {
   // seq_len - num_computed, Error("state") when finished.
   Window prefill(std::int64_t count);
   // Verify window of T tokens at num_computed, then commits `accepted` of them. Throws Error("T") unless
-  // T >= 1, Error("accepted") unless 1 <= accepted <= T, Error("state") unless one token is pending and the
+  // 1 <= T <= kMaxSpecTokens, Error("accepted") unless 1 <= accepted <= T, Error("state") unless one token is pending and the
   // prompt is computed (or when finished).
   Window verify(std::int64_t T, std::int64_t accepted);
-  // Draft steps j = 1..steps (absolute index num_computed - 1 + j). Throws Error("steps") if negative,
-  // Error("state") unless the prompt is computed.
+  // Draft steps j = 1..steps (absolute index num_computed - 1 + j). Throws Error("steps") unless
+  // 0 <= steps <= kMaxSpecTokens, Error("state") unless the prompt is computed.
   Window draft(std::int64_t steps) const;
   // Early stop: the request ends with `keep` committed tokens (a stop token at index keep - 1, inside an
   // accepted run or the bonus token). Computed tokens beyond keep are discarded. Throws Error("keep") unless

@@ -16,7 +16,11 @@
 //     ]
 //   }
 // Unknown keys, wrong types and out-of-range values throw replayssm::Error naming the JSON path
-// ("segments[1].grid", "steps[2].accepted", ...).
+// ("segments[1].grid", "steps[2].accepted", ...); the request text itself is refused (Error("request")) for
+// a duplicate key in any object, a NUL character or nesting deeper than strict_json.hpp allows.
+// Caps (each refused with the step's field): a verify window T and a draft count k are at most
+// kMaxSpecTokens (1024); the counts of all prefill, verify, draft and restart steps of one schedule add up to
+// at most kMaxScheduleTokens (2^26), so a small request cannot make the tracker walk without bound.
 //
 // Answer (one key per line, every array on one line; format_report):
 //   {"model", "rotary_dim", "layout", "frequency_axes" (one letter per frequency: T, H or W), "prompt_len",
@@ -26,12 +30,19 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "replayssm/mrope/mrope.hpp"
 
 namespace replayssm::mrope {
+
+// Total of the prefill, verify, draft and restart counts of one request's steps.
+inline constexpr std::int64_t kMaxScheduleTokens = std::int64_t{1} << 26;
+
+// Parses request text strictly (strict_json.hpp): Error("request") for invalid JSON, a duplicate key, a NUL.
+nlohmann::json parse_request_text(std::string_view text);
 
 // Parses a JSON array of segment objects. `field` prefixes error names ("segments", "steps[3].turn").
 std::vector<Segment> segments_from_json(const nlohmann::json& j, const std::string& field);

@@ -1,0 +1,39 @@
+// Pure parsing of the answers an implementation sends over the target protocol (docs/target-protocol.md):
+// no process, no I/O, so hostile answers can be fuzzed directly (fuzzing/fuzz_exec_answer.cpp). The exec
+// target (exec_target.cpp) reads every answer through these functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "exec_target.hpp"
+#include "replayssm/dtype.hpp"
+#include "replayssm/frame.hpp"
+
+namespace replayssm::exec {
+
+// Throws Error("target.<op>[.<error.field>]", "the target refused: <error.message>") unless msg.ok is true.
+// A non-object msg, an "ok" that is not a boolean and an "error" of any shape are read without throwing
+// anything but Error.
+void check_answer_ok(const nlohmann::json& msg, const std::string& op);
+
+// The hello answer: "protocol" must be kProtocolName, "version" [major, minor] integers with major ==
+// kProtocolMajor, "capabilities" (optional) per Capabilities::from_json. Error("target.hello.<key>").
+Capabilities parse_hello_answer(const nlohmann::json& msg);
+
+// A 64-bit digest as 1..16 hexadecimal digits. Error(field) otherwise.
+std::uint64_t parse_hex64(const nlohmann::json& j, const std::string& field);
+
+// The answer to "pool": 2 digests per slot (state, gap) and the values of the slots listed in "slots" (each in
+// [0, num_slots), no slot twice) as tensor "values" [len(slots), stride] of state_dtype.
+struct PoolAnswer {
+  std::vector<std::uint64_t> digests;   // 2 * num_slots
+  std::vector<std::int64_t> slots;      // slots whose values were sent
+  std::vector<float> values;            // slots.size() * stride
+};
+PoolAnswer parse_pool_answer(const Frame& a, std::int32_t num_slots, std::int64_t stride, DType state_dtype);
+
+}  // namespace replayssm::exec

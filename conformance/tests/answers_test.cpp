@@ -1,0 +1,82 @@
+// Parsing of an implementation's answers without a process (conformance/exec/answers.hpp). Hostile answers
+// found while fuzzing (docs/fuzzing.md) escaped as nlohmann::json exceptions that name no field.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "answers.hpp"
+#include "replayssm/error.hpp"
+
+using namespace replayssm;
+using nlohmann::json;
+
+namespace {
+std::string field_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.field();
+  }
+  return "<no error>";
+}
+json hello() { return json{{"ok", true}, {"protocol", "replayssm.target"}, {"version", {1, 0}}}; }
+}  // namespace
+
+TEST(ExecAnswers, OkMustBeTrue) {
+  EXPECT_EQ(field_of([] { exec::check_answer_ok(json{{"ok", true}}, "step"); }), "<no error>");
+  EXPECT_EQ(field_of([] { exec::check_answer_ok(json{{"ok", false}}, "step"); }), "target.step");
+  // "ok": "yes" and "ok": 1 threw nlohmann::json::type_error (value("ok", false) on a non-boolean).
+  EXPECT_EQ(field_of([] { exec::check_answer_ok(json{{"ok", "yes"}}, "step"); }), "target.step");
+  EXPECT_EQ(field_of([] { exec::check_answer_ok(json{{"ok", 1}}, "step"); }), "target.step");
+  EXPECT_EQ(field_of([] { exec::check_answer_ok(json::array(), "step"); }), "target.step");
+  EXPECT_EQ(field_of([] {
+              exec::check_answer_ok(json{{"ok", false}, {"error", {{"field", "rows[1]"}, {"message", "no"}}}}, "commit");
+            }),
+            "target.commit.rows[1]");
+  // An answer whose text is not valid UTF-8 is still reported (dump() threw type_error 316 before).
+  EXPECT_EQ(field_of([] { exec::check_answer_ok(json{{"ok", false}, {"x", std::string("\xff")}}, "pool"); }),
+            "target.pool");
+}
+
+TEST(ExecAnswers, HelloIsCheckedWithoutTypeErrors) {
+  EXPECT_NO_THROW(exec::parse_hello_answer(hello()));
+  json h = hello();
+  h["protocol"] = 7;  // value("protocol", "") threw type_error
+  EXPECT_EQ(field_of([&] { exec::parse_hello_answer(h); }), "target.hello.protocol");
+  h = hello();
+  h["version"] = {4294967297ll, 0};  // get<int>() read 2^32 + 1 as major version 1
+  EXPECT_EQ(field_of([&] { exec::parse_hello_answer(h); }), "target.hello.version");
+  h = hello();
+  h["version"] = {1.0, 0};
+  EXPECT_EQ(field_of([&] { exec::parse_hello_answer(h); }), "target.hello.version");
+  h = hello();
+  h["capabilities"] = {{"max_T", "8"}};
+  EXPECT_EQ(field_of([&] { exec::parse_hello_answer(h); }), "target.hello.capabilities.max_T");
+}
+
+TEST(ExecAnswers, Hex64) {
+  EXPECT_EQ(exec::parse_hex64("ffffffffffffffff", "d"), 0xffffffffffffffffull);
+  EXPECT_EQ(exec::parse_hex64("0A", "d"), 10u);
+  for (const char* bad : {"", "-1", " 1", "0x1", "11111111111111111", "g"})
+    EXPECT_EQ(field_of([&] { exec::parse_hex64(bad, "d"); }), "d") << bad;
+  EXPECT_EQ(field_of([] { exec::parse_hex64(12, "d"); }), "d");
+}
+
+TEST(ExecAnswers, PoolAnswer) {
+  Frame a;
+  a.msg = json{{"ok", true}, {"digests", {"1", "2", "3", "4"}}, {"slots", {1}}};
+  a.tensors["values"] = Tensor::zeros(DType::F32, {1, 8});
+  const auto p = exec::parse_pool_answer(a, 2, 8, DType::F32);
+  EXPECT_EQ(p.digests, (std::vector<std::uint64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(p.slots, (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(p.values.size(), 8u);
+  EXPECT_EQ(field_of([&] { exec::parse_pool_answer(a, 3, 8, DType::F32); }), "target.pool.digests");
+  EXPECT_EQ(field_of([&] { exec::parse_pool_answer(a, 2, 8, DType::BF16); }), "target.pool.values");
+  a.msg["slots"] = {1, 1};
+  a.tensors["values"] = Tensor::zeros(DType::F32, {2, 8});
+  EXPECT_EQ(field_of([&] { exec::parse_pool_answer(a, 2, 8, DType::F32); }), "target.pool.slots");
+  a.msg["slots"] = {2};
+  EXPECT_EQ(field_of([&] { exec::parse_pool_answer(a, 2, 8, DType::F32); }), "target.pool.slots");
+  a.msg = json::array();
+  EXPECT_EQ(field_of([&] { exec::parse_pool_answer(a, 2, 8, DType::F32); }), "target.pool.digests");
+}
