@@ -19,6 +19,8 @@ SMALL_FIXTURES = [
     "fixtures/golden/tiny-kda/tiny-kda__mtp_verify__T4.safetensors",
     "fixtures/golden/tiny-gdn/tiny-gdn__recurrent__T12.safetensors",
     "fixtures/golden/tiny-gdn/tiny-gdn-f32act-bf16state__replay_commit__T6_n0.safetensors",
+    "fixtures/conv/tiny-gdn/tiny-gdn__conv__update_T3_k2_bias.safetensors",
+    "fixtures/conv/tiny-kda/tiny-kda__conv__commit_T5_n3_k6_f32act_bf16state.safetensors",
 ]
 MROPE_FIXTURE = "fixtures/golden/mrope/mrope__qwen2-vl.safetensors"
 

@@ -4,7 +4,10 @@
 #   bash scripts/fuzz.sh                 campaign: every harness for 1,000,000 executions (-runs=1000000)
 #   bash scripts/fuzz.sh --short         CI mode: every harness for 30 s (-max_total_time=30)
 #   bash scripts/fuzz.sh --record        campaign, then append its numbers to the table in docs/fuzzing.md
-#   options: --runs N, --time S, --jobs J (harnesses run at once; default: nproc), --only NAME
+#   options: --runs N, --time S, --jobs J (harnesses run at once; default: nproc), --only NAME,
+#            --workers W (W libFuzzer processes per harness sharing its working corpus, -runs split
+#            between them; executions and exec/s are then the sums over the workers)
+#   bash scripts/fuzz.sh --no-build ...  run harnesses built earlier (e.g. carried to a machine with more cores)
 #
 # The committed seeds (fuzzing/corpus/<harness>/) are read only; each run grows a working corpus in
 # build-fuzz/work/<harness>/. A crash, leak, timeout (-timeout=10 s per input), out-of-memory (2 GiB) or
@@ -19,6 +22,8 @@ TIME=""
 JOBS="${JOBS:-$(nproc)}"
 RECORD=0
 ONLY=""
+WORKERS=1
+BUILD=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --short) TIME=30; RUNS="" ;;
@@ -27,6 +32,8 @@ while [ $# -gt 0 ]; do
     --jobs) JOBS="$2"; shift ;;
     --record) RECORD=1 ;;
     --only) ONLY="$2"; shift ;;
+    --workers) WORKERS="$2"; shift ;;
+    --no-build) BUILD=0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -36,9 +43,11 @@ HARNESSES=(fuzz_safetensors fuzz_fixture fuzz_replay_case fuzz_mrope_request fuz
            fuzz_exec_answer)
 [ -n "$ONLY" ] && HARNESSES=("$ONLY")
 
-echo "== building the fuzz harnesses (clang, libFuzzer + ASan + UBSan)"
-cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz -j "$JOBS"
+if [ "$BUILD" = 1 ]; then
+  echo "== building the fuzz harnesses (clang, libFuzzer + ASan + UBSan)"
+  cmake --preset fuzz >/dev/null
+  cmake --build --preset fuzz -j "$JOBS"
+fi
 
 BIN=build-fuzz/fuzzing
 WORK=build-fuzz/work
@@ -46,15 +55,33 @@ ART=build-fuzz/artifacts
 LOGS=build-fuzz/logs
 mkdir -p "$WORK" "$ART" "$LOGS"
 # The short mode starts from a fixed libFuzzer seed, so that a CI run explores the same way each time.
-if [ -n "$TIME" ]; then LIMIT="-max_total_time=$TIME"; SEED="-seed=1"; else LIMIT="-runs=$RUNS"; SEED=""; fi
+if [ -n "$TIME" ]; then LIMIT="-max_total_time=$TIME"; SEED="-seed=1"; else LIMIT="-runs=$(( (RUNS + WORKERS - 1) / WORKERS ))"; SEED=""; fi
 
 run_one() {
   local h="$1"
   mkdir -p "$WORK/$h"
   local rc=0
-  ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    "$BIN/$h" "$LIMIT" $SEED -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -print_final_stats=1 \
-    -artifact_prefix="$ART/$h-" "$WORK/$h" "fuzzing/corpus/$h" >"$LOGS/$h.log" 2>&1 || rc=$?
+  local common=("$LIMIT" $SEED -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -print_final_stats=1
+                -artifact_prefix="$ART/$h-")
+  if [ "$WORKERS" = 1 ]; then
+    ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      "$BIN/$h" "${common[@]}" "$WORK/$h" "fuzzing/corpus/$h" >"$LOGS/$h.log" 2>&1 || rc=$?
+  else
+    # W independent processes; each reloads the shared working corpus, so they build on each other's finds.
+    local w pids=()
+    for w in $(seq 1 "$WORKERS"); do
+      ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        "$BIN/$h" "${common[@]}" -seed="$w" "$WORK/$h" "fuzzing/corpus/$h" >"$LOGS/$h.w$w.log" 2>&1 &
+      pids+=($!)
+    done
+    for w in "${pids[@]}"; do wait "$w" || rc=$?; done
+    # One log per harness for the summary: the workers' stat lines summed, the last status line of worker 1.
+    awk -F: '/^stat::number_of_executed_units/ {n += $2} /^stat::average_exec_per_sec/ {e += $2}
+             END {print "stat::number_of_executed_units: " n; print "stat::average_exec_per_sec: " e}' \
+      "$LOGS/$h".w*.log >"$LOGS/$h.log"
+    grep -hE '^#[0-9]+[[:space:]]+(DONE|pulse|NEW|REDUCE|INITED)' "$LOGS/$h.w1.log" | tail -1 >>"$LOGS/$h.log" || true
+    cat "$LOGS/$h".w*.log | grep -m1 -E 'ERROR: |runtime error|internal error' >>"$LOGS/$h.log" || true
+  fi
   echo "$rc" >"$LOGS/$h.rc"
 }
 
@@ -100,7 +127,7 @@ if [ "$RECORD" = 1 ]; then
   machine="$(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(. /etc/os-release && echo "$PRETTY_NAME"), $(clang++ --version | head -1)"
   {
     echo ""
-    echo "Run of $(date -u '+%Y-%m-%d %H:%M UTC') on ${machine}: \`bash scripts/fuzz.sh --record${RUNS:+ --runs $RUNS}${TIME:+ --time $TIME} --jobs $JOBS\` (${elapsed} s)"
+    echo "Run of $(date -u '+%Y-%m-%d %H:%M UTC') on ${machine}: \`bash scripts/fuzz.sh --record${RUNS:+ --runs $RUNS}${TIME:+ --time $TIME} --jobs $JOBS --workers $WORKERS\` (${elapsed} s)"
     echo ""
     echo "| date | harness | executions | exec/s | cov | ft | result |"
     echo "|---|---|---|---|---|---|---|"

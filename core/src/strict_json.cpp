@@ -69,7 +69,9 @@ std::int64_t json_int(const nlohmann::json& v, const std::string& field, std::in
   require(v.is_number_integer(), field, "must be an integer, got ", v.dump());
   if (v.is_number_unsigned()) {
     const auto u = v.get<std::uint64_t>();
-    require(hi >= 0 && u <= static_cast<std::uint64_t>(hi), field, "is ", u, ", outside [", lo, ", ", hi, "]");
+    // nlohmann stores every non-negative integer as unsigned: both bounds apply here too.
+    require(hi >= 0 && u <= static_cast<std::uint64_t>(hi) && (lo <= 0 || u >= static_cast<std::uint64_t>(lo)), field,
+            "is ", u, ", outside [", lo, ", ", hi, "]");
     return static_cast<std::int64_t>(u);
   }
   const auto x = v.get<std::int64_t>();

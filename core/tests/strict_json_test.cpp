@@ -43,6 +43,12 @@ TEST(StrictJson, IntegersAreJsonIntegersInRange) {
   EXPECT_EQ(field_of([&] { json_int(j[4], "x", 0, std::numeric_limits<std::int32_t>::max()); }), "x");  // no wrap
   EXPECT_EQ(field_of([&] { json_int(j[5], "x", 0, 10); }), "x");
   EXPECT_EQ(field_of([&] { json_int(j[6], "x", 0, std::numeric_limits<std::int64_t>::max()); }), "x");
+  // A non-negative integer is held as unsigned by nlohmann: the lower bound applies to it too (found by
+  // fuzz_replay_case: num_slots 0 passed [1, 4096] and divided by zero in the pool cap).
+  const auto small = nlohmann::json::parse("[0, 1]");
+  EXPECT_EQ(field_of([&] { json_int(small[0], "x", 1, 10); }), "x");
+  EXPECT_EQ(json_int(small[1], "x", 1, 10), 1);
+  EXPECT_EQ(json_int(small[0], "x", -5, 10), 0);
 }
 
 TEST(StrictJson, DecimalTextIsAFullMatch) {

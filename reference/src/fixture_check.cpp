@@ -5,6 +5,7 @@
 
 #include "replayssm/error.hpp"
 #include "replayssm/mrope/mrope_fixture.hpp"
+#include "replayssm/reference/conv_fixture.hpp"
 #include "replayssm/reference/golden.hpp"
 #include "replayssm/reference/ring_fixture.hpp"
 #include "replayssm/reference/trace.hpp"
@@ -55,6 +56,8 @@ FixtureCheck check_fixture(const Fixture& f, const std::string& path, std::optio
       got = mrope::fixture_outputs(f);
     } else if (f.op == kRingStepOp) {
       got = run_ring_step(f.config, f.tensors);
+    } else if (is_conv_op(f.op)) {
+      got = run_conv_op(f.op, f.config, f.tensors);
     } else {
       got = run_golden_op(f.op, f.config, f.tensors);
     }

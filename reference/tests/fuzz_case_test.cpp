@@ -83,6 +83,10 @@ TEST(FuzzCase, NumbersAreIntegersInRange) {
             "__metadata__.commands[1].rows[0].T");
   EXPECT_EQ(parse_field(edited("setup", [](nlohmann::json& j) { j["num_slots"] = 3.0; })),
             "__metadata__.setup.num_slots");
+  // Zero is below the range [1, 4096] (a zero here divided by zero in the pool cap: fuzz_replay_case).
+  EXPECT_EQ(parse_field(edited("setup", [](nlohmann::json& j) { j["num_slots"] = 0; })),
+            "__metadata__.setup.num_slots");
+  EXPECT_EQ(parse_field(edited("setup", [](nlohmann::json& j) { j["max_T"] = 0; })), "__metadata__.setup.max_T");
 }
 
 TEST(FuzzCase, UnknownAndMissingKeysAreRefused) {

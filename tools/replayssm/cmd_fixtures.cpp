@@ -11,6 +11,7 @@
 #include "replayssm/manifest.hpp"
 #include "replayssm/reference/trace.hpp"
 #include "replayssm/reference/golden.hpp"
+#include "replayssm/reference/conv_fixture.hpp"
 #include "replayssm/reference/ring_fixture.hpp"
 #include "trace_gen.hpp"
 
@@ -58,11 +59,11 @@ int check_and_print(const std::vector<std::string>& files, nlohmann::json* repor
 void register_fixtures(CLI::App& app) {
   auto* fx = app.add_subcommand("fixtures", "Golden fixture files (safetensors, docs/fixture-format.md)");
   fx->require_subcommand(1);
-  auto* gen = fx->add_subcommand("generate", "Write the golden set of a model preset (or a golden matrix, its traces, its ring-step fixtures) into a directory");
+  auto* gen = fx->add_subcommand("generate", "Write the golden set of a model preset (or a golden matrix, its traces, its ring-step or conv fixtures) into a directory");
   struct Opts {
     std::string preset = "qwen3.5", matrix, out;
     std::uint64_t seed = 20261129;
-    bool traces = false, ring = false;
+    bool traces = false, ring = false, conv = false;
     int cases = fuzz::TraceSetOptions{}.cases, max_commands = fuzz::TraceSetOptions{}.max_commands,
         slots = fuzz::TraceSetOptions{}.num_slots, max_T = fuzz::TraceSetOptions{}.max_T;
   };
@@ -86,9 +87,15 @@ void register_fixtures(CLI::App& app) {
   auto* ring = gen->add_flag("--ring", o->ring,
                              "Write ring-step fixtures of the preset instead (op ring.step, docs/fixture-format.md "
                              "section 10): one verify + commit of a spec-ring slot");
+  auto* conv = gen->add_flag("--conv", o->conv,
+                             "Write short-convolution fixtures of the preset instead (ops conv.prefill, conv.update, "
+                             "conv.commit, docs/fixture-format.md section 11): the conv state of a GDN/KDA layer");
   traces->excludes(matrix);
   ring->excludes(matrix);
   ring->excludes(traces);
+  conv->excludes(matrix);
+  conv->excludes(traces);
+  conv->excludes(ring);
   gen->add_option("--cases", o->cases, "Traces to write (--traces)")->capture_default_str();
   gen->add_option("--max-commands", o->max_commands, "Longest lifecycle command sequence of a trace (--traces)")
       ->capture_default_str();
@@ -104,6 +111,12 @@ void register_fixtures(CLI::App& app) {
     if (o->ring) {
       const auto paths = ref::write_ring_set(preset(o->preset), o->seed, o->out);
       std::cout << "wrote " << paths.size() << " ring-step fixtures for preset " << o->preset << " (seed " << o->seed
+                << ") to " << o->out << "\n";
+      return;
+    }
+    if (o->conv) {
+      const auto paths = ref::write_conv_set(preset(o->preset), o->seed, o->out);
+      std::cout << "wrote " << paths.size() << " conv fixtures for preset " << o->preset << " (seed " << o->seed
                 << ") to " << o->out << "\n";
       return;
     }

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   replayssm::cli::register_bench(app);
   replayssm::cli::register_mrope(app);
   replayssm::cli::register_report(app);
+  replayssm::cli::register_conv(app);
   try {
     // Campaigns run from their own --seed: RapidCheck's "Using configuration: seed=..." line would only mislead.
     replayssm::fuzz::load_rapidcheck_configuration_quietly();

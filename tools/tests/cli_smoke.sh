@@ -2,6 +2,7 @@
 # End-to-end checks of the replayssm CLI: exit codes and messages a CI job relies on.
 set -u
 BIN="$1"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 fail() { echo "cli_smoke: $*" >&2; exit 1; }
@@ -38,6 +39,13 @@ d="$(ls "$WORK"/d/*.safetensors | head -1)"
 "$BIN" check "$WORK/t" >/dev/null || fail "fresh traces do not check clean"
 "$BIN" fixtures generate --ring --preset tiny-kda --out "$WORK/r" >/dev/null || fail "ring generate failed"
 "$BIN" check "$WORK/r" >/dev/null || fail "fresh ring-step fixtures do not check clean"
+"$BIN" fixtures generate --conv --preset tiny-gdn --out "$WORK/c" >/dev/null || fail "conv generate failed"
+"$BIN" check "$WORK/c" >/dev/null || fail "fresh conv fixtures do not check clean"
+cmp -s "$WORK/c/tiny-gdn__conv__commit_T4_n2.safetensors" "$ROOT/fixtures/conv/tiny-gdn/tiny-gdn__conv__commit_T4_n2.safetensors" || \
+  fail "conv generate with the default seed does not reproduce the committed fixture"
+"$BIN" conv fuzz --cases 20 >/dev/null || fail "conv fuzz without a fault failed"
+"$BIN" conv fuzz --cases 20 --fault conv_rollback_to_window >/dev/null; rc=$?
+[ $rc -eq 1 ] || fail "conv fuzz with an injected fault: expected exit 1, got $rc"
 "$BIN" fuzz --target replay --preset tiny-gdn --cases 100 --fault off_by_one_accepted --dump-dir "$WORK/e" \
   --export-trace "$WORK/e/case.safetensors" >/dev/null 2>&1; rc=$?
 [ $rc -eq 1 ] && [ -s "$WORK/e/case.safetensors" ] || fail "fuzz --export-trace wrote no trace (rc $rc)"
