@@ -6,7 +6,9 @@
 #   3. the committed fixtures re-checked by the CLI and their manifest;
 #   4. the Python fixture kit's tests (tools/python, in the .venv made by install-deps.sh);
 #   5. the libFuzzer harnesses of every parser (clang), each for 30 s from its seed corpus (scripts/fuzz.sh
-#      --short; docs/fuzzing.md). FUZZ=0 skips this step.
+#      --short; docs/fuzzing.md). FUZZ=0 skips this step;
+#   6. packaging: `cmake --install` into a temporary prefix and a project outside the tree built against it,
+#      then `pip install .` into a fresh virtualenv (scripts/packaging-test.sh). PACKAGING=0 skips this step.
 # RC_PARAMS (RapidCheck) is honoured, e.g. RC_PARAMS="seed=42 max_success=1000" bash scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,4 +38,11 @@ if [ "${FUZZ:-1}" != 0 ]; then
   fuzz_start=$(date +%s)
   bash scripts/fuzz.sh --short --jobs "${FUZZ_JOBS:-3}"
   echo "fuzzing step (build included) took $(( $(date +%s) - fuzz_start )) s"
+fi
+
+if [ "${PACKAGING:-1}" != 0 ]; then
+  echo "== packaging: cmake --install + consumer project, pip install . (scripts/packaging-test.sh)"
+  packaging_start=$(date +%s)
+  bash scripts/packaging-test.sh
+  echo "packaging step took $(( $(date +%s) - packaging_start )) s"
 fi

@@ -46,7 +46,8 @@ json ExecFixtureResult::to_json() const {
     json j{{"name", t.name},         {"tolerance", t.judged.str()},         {"stored_tolerance", t.stored},
            {"ok", t.report.ok},      {"max_abs", t.report.max_abs},         {"rel_rms", t.report.rel_rms},
            {"mismatches", t.report.mismatches}, {"worst_index", t.report.worst_index},
-           {"worst_ref", t.report.worst_ref},   {"worst_got", t.report.worst_got}};
+           {"worst_ref", t.report.worst_ref},   {"worst_got", t.report.worst_got},
+           {"report", t.str()}};  // the one-line verdict naming the worst element (JUnit messages)
     if (!t.shape.empty()) j["worst_coords"] = coords_of(t.report.worst_index, t.shape);
     ts.push_back(j);
   }

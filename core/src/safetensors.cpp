@@ -13,6 +13,7 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
+#include "replayssm/atomic_file.hpp"
 #include "replayssm/error.hpp"
 
 namespace replayssm {
@@ -251,22 +252,6 @@ SafetensorsFile parse_impl(const std::vector<std::uint8_t>& bytes, const Safeten
   return out;
 }
 
-// Opens a fresh temporary file next to `target`; returns its fd and sets `tmp`.
-int open_temp(const std::filesystem::path& target, std::string& tmp) {
-  static std::atomic<unsigned> counter{0};
-  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    std::string name(".");  // hidden: "<dir>/.<file>.<pid>.<n>.tmp"
-    name.append(target.filename().string()).append(".").append(std::to_string(::getpid()));
-    name.append(".").append(std::to_string(counter.fetch_add(1))).append(".tmp");
-    tmp = (dir / name).string();
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0) return fd;
-    if (errno != EEXIST) fail("path", "cannot create a temporary file in '", dir.string(), "': ", std::strerror(errno));
-  }
-  fail("path", "cannot find a free temporary file name in '", dir.string(), "'");
-}
-
 }  // namespace
 
 bool SafetensorsFile::operator==(const SafetensorsFile& o) const {
@@ -393,33 +378,7 @@ std::vector<std::uint8_t> serialize_safetensors(const SafetensorsFile& file) {
 
 void write_safetensors_atomic(const std::string& path, const SafetensorsFile& file) {
   const std::vector<std::uint8_t> bytes = serialize_safetensors(file);  // all input errors before any I/O
-  const std::filesystem::path target(path);
-  require(!target.filename().empty(), "path", "'", path, "' does not name a file");
-  std::string tmp;
-  const int fd = open_temp(target, tmp);
-  std::string problem;
-  std::size_t done = 0;
-  while (problem.empty() && done < bytes.size()) {
-    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) problem = std::string("write failed: ") + std::strerror(errno);
-    else done += static_cast<std::size_t>(w);
-  }
-  if (problem.empty() && ::fsync(fd) != 0) problem = std::string("fsync failed: ") + std::strerror(errno);
-  if (::close(fd) != 0 && problem.empty()) problem = std::string("close failed: ") + std::strerror(errno);
-  if (problem.empty() && ::rename(tmp.c_str(), path.c_str()) != 0)
-    problem = std::string("cannot rename the temporary file over it: ") + std::strerror(errno);
-  if (!problem.empty()) {
-    ::unlink(tmp.c_str());
-    fail("path", "cannot write '", path, "': ", problem);
-  }
-  // Make the rename itself durable (best effort: some file systems refuse fsync on a directory).
-  const std::string dir = target.has_parent_path() ? target.parent_path().string() : std::string(".");
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);
-    ::close(dfd);
-  }
+  write_file_atomic(path, bytes.data(), bytes.size(), "path");
 }
 
 }  // namespace replayssm

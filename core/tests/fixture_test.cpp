@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 
 #include "replayssm/config.hpp"
@@ -89,7 +90,11 @@ TEST(Fixture, SavesAndLoads) {
   EXPECT_EQ(raw.metadata.at("seed"), "18446744073709551615");
   EXPECT_EQ(raw.metadata.at("precision"), "f64");
   EXPECT_EQ(raw.metadata.at("generator"), "splitmix64/v1");
-  EXPECT_EQ(raw.metadata.at("generator_version"), "0.1.0");
+  // The project's one version (the VERSION file, read by CMake into project_version()).
+  std::string version;
+  std::getline(std::ifstream(std::string(REPLAYSSM_SOURCE_DIR) + "/VERSION"), version);
+  ASSERT_FALSE(version.empty());
+  EXPECT_EQ(raw.metadata.at("generator_version"), version);
   const std::string tolerance_text = R"J({"out.o":"allclose(atol=1e-05,rtol=1e-05)","out.state":"exact"})J";
   EXPECT_EQ(raw.metadata.at("tolerance"), tolerance_text);
   EXPECT_EQ(config_from_json(nlohmann::json::parse(raw.metadata.at("config"))).name, "tiny-gdn");

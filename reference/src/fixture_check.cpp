@@ -24,7 +24,8 @@ nlohmann::json FixtureCheck::to_json() const {
                   {"worst_index", t.report.worst_index},
                   {"worst_ref", t.report.worst_ref},
                   {"worst_got", t.report.worst_got},
-                  {"mismatches", t.report.mismatches}});
+                  {"mismatches", t.report.mismatches},
+                  {"report", t.report.str()}});  // the one-line verdict naming the worst element (JUnit messages)
   return nlohmann::json{{"path", path}, {"op", op}, {"ok", ok}, {"error", error}, {"tensors", ts}};
 }
 

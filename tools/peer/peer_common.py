@@ -23,7 +23,7 @@ import torch  # noqa: E402
 import replayssm_kit as rk  # noqa: E402
 
 OUT_DIR = os.path.join(REPO, "fixtures", "peer")
-PROJECT_VERSION = "0.1.0"
+PROJECT_VERSION = rk.__version__  # the repository's VERSION file (docs/packaging.md, "One version")
 
 
 def versions(*extra_modules) -> dict:

@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -16,6 +15,7 @@
 #include "commands.hpp"
 #include "exec_target.hpp"
 #include "fuzz_args.hpp"
+#include "report.hpp"
 #include "replayssm/manifest.hpp"
 #include "replayssm/reference/golden.hpp"
 
@@ -26,24 +26,38 @@ namespace fs = std::filesystem;
 namespace {
 
 // Where the committed fixtures are: $REPLAYSSM_FIXTURES, else the source tree this binary was built from,
-// else the installed data directory; "" when none exists.
+// else the installed data directory, else share/replayssm/fixtures next to this executable's bin/ (an install
+// moved elsewhere, or a pip install into a virtualenv); "" when none exists.
 std::string default_fixture_dir() {
   if (const char* env = std::getenv("REPLAYSSM_FIXTURES"); env && *env) return env;
-  for (const char* dir : {REPLAYSSM_SOURCE_FIXTURES, REPLAYSSM_INSTALLED_FIXTURES})
-    if (fs::exists(fs::path(dir) / "MANIFEST.json")) return dir;
+  std::vector<fs::path> dirs{REPLAYSSM_SOURCE_FIXTURES, REPLAYSSM_INSTALLED_FIXTURES};
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) dirs.push_back(exe.parent_path().parent_path() / "share" / "replayssm" / "fixtures");
+  for (const auto& dir : dirs)
+    if (fs::exists(dir / "MANIFEST.json")) return dir.string();
   return "";
+}
+
+// The files of this shard (every N-th from the I-th).
+std::vector<std::string> shard_files(const std::vector<std::string>& files, const fuzz::Shard& shard) {
+  std::vector<std::string> mine;
+  for (std::size_t k = 0; k < files.size(); ++k)
+    if (fuzz::in_shard(k, shard)) mine.push_back(files[k]);
+  return mine;
 }
 
 // The committed fixtures: the manifest (nothing missing, added or modified), then every fixture re-checked.
 // Returns the number of failures (a missing directory or a manifest mismatch counts as one).
-int check_committed(const std::vector<std::string>& given, nlohmann::json& report, std::vector<std::string>& dirs) {
+int check_committed(const std::vector<std::string>& given, const fuzz::Shard& shard, nlohmann::json& report,
+                    std::vector<std::string>& dirs) {
   dirs = given;
   if (dirs.empty()) {
     const std::string d = default_fixture_dir();
     if (d.empty()) {
       std::cout << "committed fixtures not found (set REPLAYSSM_FIXTURES or pass --fixtures DIR): the verdict "
                    "cannot rest on independent evidence\n";
-      report = {{"error", "committed fixtures not found"}};
+      report = nlohmann::json::array({{{"error", "committed fixtures not found"}}});
       return 1;
     }
     dirs.push_back(d);
@@ -55,19 +69,22 @@ int check_committed(const std::vector<std::string>& given, nlohmann::json& repor
     if (fs::is_directory(d) && fs::exists(fs::path(d) / "MANIFEST.json")) {
       const auto diff = check_manifest(d, (fs::path(d) / "MANIFEST.json").string());
       entry["manifest"] = diff.str();
+      entry["manifest_ok"] = diff.ok();
       if (!diff.ok()) {
         std::cout << d << ": " << diff.str() << "\n";
         ++failures;
       }
     }
-    const auto files = collect_fixtures({d});
+    const auto all = collect_fixtures({d});
+    if (all.empty()) entry["error"] = "no .safetensors fixtures in " + d;
+    const auto files = shard_files(all, shard);
     nlohmann::json fx;
     const int fail = check_and_print(files, &fx, true);
     std::cout << d << ": " << (files.size() - fail) << " passed, " << fail << " failed\n";
     entry["passed"] = files.size() - fail;
     entry["failed"] = fail;
     entry["results"] = fx;
-    failures += fail + (files.empty() ? 1 : 0);
+    failures += fail + (all.empty() ? 1 : 0);
     per_dir.push_back(entry);
   }
   report = per_dir;
@@ -88,6 +105,7 @@ void register_conform(CLI::App& app) {
   a->max_commands = 50;
   auto fixtures = std::make_shared<std::vector<std::string>>();
   auto json_out = std::make_shared<std::string>();
+  auto junit_out = std::make_shared<std::string>();
   auto seed = std::make_shared<std::uint64_t>(20261129);
   auto no_deep = std::make_shared<bool>(false);
   add_fuzz_options(c, *a);
@@ -99,13 +117,19 @@ void register_conform(CLI::App& app) {
                 "tree fixtures/, else the installed data directory)");
   c->add_option("--fixture-seed", *seed, "Seed of the golden set generated for the determinism check")
       ->capture_default_str();
-  c->add_option("--json", *json_out, "Write the machine-readable report to this file");
-  c->callback([a, fixtures, json_out, seed, no_deep] {
-    nlohmann::json report{{"preset", a->preset}};
+  c->add_option("--json", *json_out, "Write the machine-readable report to this file (atomically)");
+  c->add_option("--junit", *junit_out,
+                "Write a JUnit XML report to this file (atomically): one test case per fixture and per campaign");
+  c->callback([a, fixtures, json_out, junit_out, seed, no_deep] {
+    const fuzz::Shard shard = shard_of(*a);
+    nlohmann::json report{{"command", "conform"}, {"preset", a->preset}, {"shard", shard.to_json()}};
+    if (shard.sharded())
+      std::cout << "== shard " << shard.str() << ": every " << shard.count << "th fixture from the " << shard.index
+                << "th, a share of every campaign's cases from the shard's own seed\n";
     std::cout << "== committed fixtures (independent evidence: golden, public matrix, peer, traces)\n";
     nlohmann::json committed;
     std::vector<std::string> dirs;
-    const int cm_fail = check_committed(*fixtures, committed, dirs);
+    const int cm_fail = check_committed(*fixtures, shard, committed, dirs);
     report["committed_fixtures"] = committed;
 
     // An implementation in its own process: the same committed fixtures through it (static fixtures through
@@ -119,7 +143,7 @@ void register_conform(CLI::App& app) {
                                                             "through its lifecycle commands, at the tier it claims)\n";
       const auto t0 = std::chrono::steady_clock::now();
       nlohmann::json rep;
-      const auto n = check_through_and_print(t.substr(5), collect_fixtures(dirs), &rep, true);
+      const auto n = check_through_and_print(t.substr(5), shard_files(collect_fixtures(dirs), shard), &rep, true);
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::cout << "(" << secs << " s)\n";
       through_fail += n.failed;
@@ -131,7 +155,7 @@ void register_conform(CLI::App& app) {
 
     const fs::path tmp = fs::temp_directory_path() / ("replayssm-conform-" +
                                                       std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
-    const auto files = ref::write_golden_set(preset(a->preset), *seed, tmp.string());
+    const auto files = shard_files(ref::write_golden_set(preset(a->preset), *seed, tmp.string()), shard);
     std::cout << "== determinism: the " << a->preset << " golden set generated by this binary (" << files.size()
               << " fixtures, seed " << *seed << ") and re-checked by it\n";
     nlohmann::json fx;
@@ -147,9 +171,7 @@ void register_conform(CLI::App& app) {
     auto run = [&](const FuzzArgs& args, const std::string& t) {
       const auto r = fuzz::run_fuzz(options_for(args, t), progress_stream());
       print_report(r, args);
-      auto j = r.to_json();
-      j["preset"] = args.preset;
-      camps.push_back(j);
+      camps.push_back(campaign_record(r, args));
       fz_fail += r.failed ? 1 : 0;
       not_covered += r.covered ? 0 : 1;
     };
@@ -177,7 +199,8 @@ void register_conform(CLI::App& app) {
               << (det_fail ? "FAIL" : "ok") << ", fuzz " << (fz_fail ? "FAIL" : "ok");
     if (not_covered) std::cout << " (" << not_covered << " campaign(s) not covered by the target)";
     std::cout << " -> " << (ok ? "CONFORMANT" : "NOT CONFORMANT") << "\n";
-    if (!json_out->empty()) std::ofstream(*json_out) << report.dump(2) << "\n";
+    if (!json_out->empty()) write_json_report(*json_out, report);
+    if (!junit_out->empty()) write_junit(*junit_out, junit_suites(report));
     if (!ok) exit_code = 1;
   });
 }

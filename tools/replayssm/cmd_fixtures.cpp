@@ -1,6 +1,5 @@
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -8,6 +7,7 @@
 
 #include "commands.hpp"
 #include "exec_target.hpp"
+#include "report.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/manifest.hpp"
 #include "replayssm/reference/trace.hpp"
@@ -178,11 +178,15 @@ void register_check(CLI::App& app) {
   auto tier = std::make_shared<std::string>();
   auto target = std::make_shared<std::string>();
   auto timeout = std::make_shared<double>(exec::timeout());
+  auto junit_out = std::make_shared<std::string>();
   chk->add_option("paths", *paths, "Fixture files or directories (searched recursively)")->required();
   chk->add_option("--tier", *tier,
                   "Judge the oracle's replay of traces at this precision tier (fp32, tf32, bf16) instead of their "
                   "stored tolerance (exact)");
-  chk->add_option("--json", *json_out, "Write a machine-readable report to this file");
+  chk->add_option("--json", *json_out, "Write a machine-readable report to this file (atomically)");
+  chk->add_option("--junit", *junit_out,
+                  "Write a JUnit XML report to this file (atomically): one test case per fixture, a failure naming "
+                  "the worst element and the command that reproduces it");
   chk->add_flag("--quiet", *quiet, "Print failing fixtures only");
   chk->add_option("--target", *target,
                   "Judge an implementation instead of the reference: exec:'COMMAND' runs static fixtures through its "
@@ -190,7 +194,7 @@ void register_check(CLI::App& app) {
                   "(docs/target-protocol.md)");
   chk->add_option("--target-timeout", *timeout, "Seconds an exec: target may take for one command")
       ->capture_default_str();
-  chk->callback([paths, json_out, quiet, tier, target, timeout] {
+  chk->callback([paths, json_out, quiet, tier, target, timeout, junit_out] {
     const auto files = collect_fixtures(*paths);
     require(!files.empty(), "paths", "no .safetensors files found");
     if (!target->empty()) {
@@ -200,10 +204,18 @@ void register_check(CLI::App& app) {
       exec::set_timeout(*timeout);
       nlohmann::json rep;
       const auto n = check_through_and_print(target->substr(5), files, &rep, *quiet);
-      if (!json_out->empty())
-        std::ofstream(*json_out) << nlohmann::json{{"target", *target}, {"fixtures", rep}, {"passed", n.passed},
-                                                   {"failed", n.failed}, {"not_covered", n.not_covered}}.dump(2)
-                                 << "\n";
+      const nlohmann::json report{{"command", "check"},
+                                  {"target", *target},
+                                  {"passed", n.passed},
+                                  {"failed", n.failed},
+                                  {"not_covered", n.not_covered},
+                                  {"fixtures_through_target", nlohmann::json::array({{{"target", *target},
+                                                                                      {"passed", n.passed},
+                                                                                      {"failed", n.failed},
+                                                                                      {"not_covered", n.not_covered},
+                                                                                      {"results", rep}}})}};
+      if (!json_out->empty()) write_json_report(*json_out, report);
+      if (!junit_out->empty()) write_junit(*junit_out, junit_suites(report));
       if (n.passed + n.failed == 0) std::cout << "nothing was judged: every fixture is outside the target's capabilities\n";
       if (n.failed || n.passed + n.failed == 0) exit_code = 1;
       return;
@@ -212,11 +224,10 @@ void register_check(CLI::App& app) {
     const int failures =
         check_and_print(files, &rep, *quiet, tier->empty() ? std::nullopt : std::optional<Tier>(parse_tier(*tier, "tier")));
     std::cout << (files.size() - failures) << " passed, " << failures << " failed\n";
-    if (!json_out->empty()) {
-      std::ofstream(*json_out) << nlohmann::json{{"fixtures", rep}, {"passed", files.size() - failures},
-                                                 {"failed", failures}}.dump(2)
-                               << "\n";
-    }
+    const nlohmann::json report{
+        {"command", "check"}, {"fixtures", rep}, {"passed", files.size() - failures}, {"failed", failures}};
+    if (!json_out->empty()) write_json_report(*json_out, report);
+    if (!junit_out->empty()) write_junit(*junit_out, junit_suites(report));
     if (failures) exit_code = 1;
   });
 }

@@ -1,6 +1,5 @@
 // `replayssm fuzz`: fuzz campaigns of one target (or both reference designs) against the full-state oracle, or
 // the replay of a dumped failing case.
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -11,6 +10,7 @@
 #include "engine_fuzz.hpp"
 #include "fuzz_args.hpp"
 #include "replayssm/error.hpp"
+#include "report.hpp"
 #include "trace_gen.hpp"
 
 namespace replayssm::cli {
@@ -22,6 +22,7 @@ void register_fuzz(CLI::App& app) {
   auto replay = std::make_shared<std::string>();
   auto json_out = std::make_shared<std::string>();
   auto export_to = std::make_shared<std::string>();
+  auto junit_out = std::make_shared<std::string>();
   c->add_option("--target", a->target,
                 "reference (= replay and ring), replay, ring, cuda, cuda_full_state, or exec:'COMMAND' (an "
                 "implementation in its own process, docs/target-protocol.md); with --level engine: engine:reference")
@@ -32,11 +33,14 @@ void register_fuzz(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--replay", *replay,
                 "Re-run a dumped failing case instead of fuzzing (an exec: case needs --target again)");
-  c->add_option("--json", *json_out, "Write a machine-readable report to this file");
+  c->add_option("--json", *json_out, "Write a machine-readable report to this file (atomically)");
+  c->add_option("--junit", *junit_out,
+                "Write a JUnit XML report to this file (atomically): one test case per campaign, failures with the "
+                "first disagreement and the repro commands, campaigns the target does not cover as skipped");
   c->add_option("--export-trace", *export_to,
                 "Also write the failing (shrunk) case, or the --replay case, as a trace fixture (op lifecycle.trace) "
                 "that an implementation can replay without this project (replayssm_kit.trace)");
-  c->callback([c, a, lvl, replay, json_out, export_to] {
+  c->callback([c, a, lvl, replay, json_out, export_to, junit_out] {
     if (!replay->empty() && fuzz::is_engine_case(*replay)) {  // an engine-level case (docs/lifecycle.md)
       std::string notes;
       const std::string t = c->count("--target") > 0 ? a->target : "";
@@ -48,7 +52,7 @@ void register_fuzz(CLI::App& app) {
       return;
     }
     if (replay->empty() && lvl->level == "engine") {
-      exit_code = run_engine_level(*a, *lvl, *json_out);
+      exit_code = run_engine_level(*a, *lvl, *json_out, *junit_out);
       return;
     }
     require(lvl->level == "kernel" || lvl->level == "engine", "level", "must be kernel or engine, got '", lvl->level, "'");
@@ -71,10 +75,14 @@ void register_fuzz(CLI::App& app) {
     }
     auto reports = nlohmann::json::array();
     bool exported = false;
+    const fuzz::Shard shard = shard_of(*a);
+    if (shard.sharded())
+      std::cout << "shard " << shard.str() << ": " << fuzz::shard_cases(a->cases, shard) << " of " << a->cases
+                << " cases from seed " << fuzz::shard_seed(a->seed, shard) << " (campaign seed " << a->seed << ")\n";
     for (const auto& t : targets_for(a->target, a->fault)) {
       const auto r = fuzz::run_fuzz(options_for(*a, t), progress_stream());
       print_report(r, *a);
-      auto j = r.to_json();
+      auto j = campaign_record(r, *a);
       if (r.failed && !r.dump_path.empty() && !export_to->empty() && !exported) {
         fuzz::export_trace(fuzz::load_dump(r.dump_path), *export_to, fuzz::trace_source_of_dump(r.dump_path));
         std::cout << "  trace of the shrunk case: " << *export_to << "\n";
@@ -84,7 +92,9 @@ void register_fuzz(CLI::App& app) {
       reports.push_back(j);
       if (r.failed) exit_code = 1;
     }
-    if (!json_out->empty()) std::ofstream(*json_out) << nlohmann::json{{"campaigns", reports}}.dump(2) << "\n";
+    const nlohmann::json report{{"command", "fuzz"}, {"shard", shard.to_json()}, {"campaigns", reports}};
+    if (!json_out->empty()) write_json_report(*json_out, report);
+    if (!junit_out->empty()) write_junit(*junit_out, junit_suites(report));
   });
 }
 

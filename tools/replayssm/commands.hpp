@@ -24,6 +24,7 @@ void register_fuzz(CLI::App& app);      // fuzz (cmd_fuzz.cpp)
 void register_conform(CLI::App& app);   // conform, the main job (cmd_conform.cpp)
 void register_bench(CLI::App& app);     // bench: fuzz throughput; GPU kernels when built with CUDA (cmd_bench.cpp)
 void register_mrope(CLI::App& app);     // mrope positions / presets (cmd_mrope.cpp)
+void register_report(CLI::App& app);    // report merge: shards' JSON reports into one (cmd_report.cpp)
 void register_conv(CLI::App& app);      // conv fuzz: the conv state's lifecycle campaign (cmd_conv.cpp)
 
 // Fixture helpers of `check`, also used by `conform` (cmd_fixtures.cpp).

@@ -1,12 +1,13 @@
 #include "engine_fuzz.hpp"
 
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "engine_campaign.hpp"
 #include "engine_exec.hpp"
+#include "junit.hpp"
 #include "replayssm/error.hpp"
+#include "report.hpp"
 
 namespace replayssm::cli {
 
@@ -27,15 +28,17 @@ void add_engine_level_options(CLI::App* c, EngineLevelArgs& e) {
       ->capture_default_str();
 }
 
-int run_engine_level(const FuzzArgs& a, const EngineLevelArgs& e, const std::string& json_out) {
+int run_engine_level(const FuzzArgs& a, const EngineLevelArgs& e, const std::string& json_out,
+                     const std::string& junit_out) {
   fuzz::EngineFuzzOptions o;
   o.target = a.target;
   if (o.target.rfind("engine:", 0) == 0) o.target = o.target.substr(7);  // engine:reference, engine:exec:CMD
   o.cfg = preset(a.preset);
   require(a.layers >= 0, "layers", "must be >= 0");
   if (a.layers > 0) o.cfg.num_layers = std::min(a.layers, o.cfg.num_layers);
-  o.seed = a.seed;
-  o.cases = a.cases;
+  const fuzz::Shard shard = shard_of(a);  // --shard I/N or GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS (shard.hpp)
+  o.seed = fuzz::shard_seed(a.seed, shard);
+  o.cases = fuzz::shard_cases(a.cases, shard);
   o.max_commands = a.max_commands;
   o.max_live = e.max_live;
   o.max_T = a.max_T;
@@ -44,6 +47,14 @@ int run_engine_level(const FuzzArgs& a, const EngineLevelArgs& e, const std::str
   o.fault = el::parse_engine_fault(a.fault);
   o.dump_dir = a.dump_dir;
   const auto r = fuzz::run_engine_fuzz(o, progress_stream());
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "replayssm fuzz --level engine --target %s --preset %s --layers %d --cases %d --max-commands %d "
+                "--max-live %d --max-T %d --commit %s --buffers %s --fault %s --seed %llu",
+                shell_quote(r.target).c_str(), shell_quote(a.preset).c_str(), a.layers, a.cases, a.max_commands,
+                e.max_live, a.max_T, shell_quote(e.commit).c_str(), shell_quote(e.buffers).c_str(),
+                shell_quote(a.fault).c_str(), static_cast<unsigned long long>(a.seed));
+  const std::string rerun = std::string(buf) + (shard.sharded() ? " --shard " + shard.str() : "");
   if (r.failed)
     std::printf("%-18s FAIL after %d passing cases  %.2f s\n", r.target.c_str(), r.cases_passed, r.seconds);
   else
@@ -52,14 +63,21 @@ int run_engine_level(const FuzzArgs& a, const EngineLevelArgs& e, const std::str
   if (r.failed) {
     std::printf("  reason: %s\n", r.reason.c_str());
     if (!r.dump_path.empty()) std::printf("  replay the shrunk case: replayssm fuzz --replay %s\n", r.dump_path.c_str());
-    std::printf("  rerun the campaign:     replayssm fuzz --level engine --target %s --preset %s --layers %d --cases %d "
-                "--max-commands %d --max-live %d --max-T %d --commit %s --buffers %s --fault %s --seed %llu\n",
-                shell_quote(r.target).c_str(), a.preset.c_str(), a.layers, a.cases, a.max_commands, e.max_live, a.max_T,
-                e.commit.c_str(), e.buffers.c_str(), a.fault.c_str(), static_cast<unsigned long long>(a.seed));
+    std::printf("  rerun the campaign:     %s\n", rerun.c_str());
     std::printf("  shrunk counterexample (RapidCheck):\n%s\n", r.counterexample.c_str());
   }
-  if (!json_out.empty())
-    std::ofstream(json_out) << nlohmann::json{{"level", "engine"}, {"campaigns", {r.to_json()}}}.dump(2) << "\n";
+  auto record = r.to_json();
+  record["preset"] = a.preset;
+  record["fault"] = a.fault;
+  record["shard"] = shard.to_json();
+  record["seed"] = o.seed;
+  record["cases"] = o.cases;
+  record["campaign_seed"] = a.seed;
+  record["campaign_cases"] = a.cases;
+  record["rerun"] = rerun;
+  const nlohmann::json report{{"command", "fuzz"}, {"level", "engine"}, {"campaigns", nlohmann::json::array({record})}};
+  if (!json_out.empty()) write_json_report(json_out, report);
+  if (!junit_out.empty()) write_junit(junit_out, junit_suites(report));
   return r.failed ? 1 : 0;
 }
 

@@ -22,6 +22,7 @@ void add_engine_level_options(CLI::App* c, EngineLevelArgs& e);
 // Runs the engine-level campaign for --target (engine:NAME or NAME; "reference" by default) with the shared
 // flags of `a` (preset, layers, cases, max-commands, max-T, seed, fault, dump-dir); prints the report, writes
 // the JSON report when `json_out` is set; returns the exit code.
-int run_engine_level(const FuzzArgs& a, const EngineLevelArgs& e, const std::string& json_out);
+int run_engine_level(const FuzzArgs& a, const EngineLevelArgs& e, const std::string& json_out,
+                     const std::string& junit_out);
 
 }  // namespace replayssm::cli

@@ -20,8 +20,8 @@ void add_fuzz_options(CLI::App* c, FuzzArgs& a) {
   c->add_option("--slots", a.slots, "State pool slots")->capture_default_str();
   c->add_option("--max-T", a.max_T, "Largest verify window (1 + drafts)")->capture_default_str();
   c->add_option("--seed", a.seed,
-                "Campaign seed: same options and seed, same cases (RapidCheck's own 'Using configuration: seed=' "
-                "line is its global default and does not apply to campaigns)")
+                "Campaign seed: same options and seed, same cases (RC_PARAMS's seed does not apply to campaigns; "
+                "the CLI prints no RapidCheck configuration line)")
       ->capture_default_str();
   c->add_option("--recon", a.recon, "Ring reconstruction: serial, closed_form or suffix_sum")->capture_default_str();
   c->add_option("--ring-dtype", a.ring_dtype, "Ring record dtype: F32 or BF16")->capture_default_str();
@@ -34,6 +34,10 @@ void add_fuzz_options(CLI::App* c, FuzzArgs& a) {
   c->add_option("--state-dtype", a.state_dtype, "Override the preset's state dtype: F32 or BF16");
   c->add_option("--layout", a.layout, "Override the preset's state layout: vk or kv");
   c->add_option("--kda-gate", a.kda_gate, "Override the preset's KDA gate: softplus or lower_bound_sigmoid");
+  c->add_option("--shard", a.shard,
+                "I/N: run shard I (from 0) of N of every campaign: its share of --cases from its own seed derived "
+                "from --seed (default: $GTEST_SHARD_INDEX/$GTEST_TOTAL_SHARDS when set); merge the shards' --json "
+                "reports with `replayssm report merge`");
 }
 
 fuzz::FuzzOptions options_for(const FuzzArgs& a, const std::string& target) {
@@ -48,8 +52,9 @@ fuzz::FuzzOptions options_for(const FuzzArgs& a, const std::string& target) {
   if (!a.layout.empty()) o.cfg.layout = parse_layout(a.layout, "layout");
   if (!a.kda_gate.empty()) o.cfg.kda_gate = parse_kda_gate(a.kda_gate, "kda-gate");
   o.cfg.validate();
-  o.seed = a.seed;
-  o.cases = a.cases;
+  const fuzz::Shard shard = shard_of(a);
+  o.seed = fuzz::shard_seed(a.seed, shard);
+  o.cases = fuzz::shard_cases(a.cases, shard);
   o.max_commands = a.max_commands;
   o.num_slots = a.slots;
   o.max_T = a.max_T;
@@ -88,6 +93,36 @@ std::string overrides(const FuzzArgs& a) {
 
 std::ostream* progress_stream() { return ::isatty(2) ? &std::cerr : nullptr; }
 
+fuzz::Shard shard_of(const FuzzArgs& a) { return fuzz::resolve_shard(a.shard); }
+
+std::string campaign_command(const FuzzArgs& a, const std::string& target) {
+  return "replayssm fuzz --target " + shell_quote(target) + " --preset " + shell_quote(a.preset) + " --layers " +
+         std::to_string(a.layers) + " --cases " + std::to_string(a.cases) + " --max-commands " +
+         std::to_string(a.max_commands) + " --slots " + std::to_string(a.slots) + " --max-T " + std::to_string(a.max_T) +
+         " --recon " + shell_quote(a.recon) + " --ring-dtype " + shell_quote(a.ring_dtype) + " --fault " +
+         shell_quote(a.fault) + " --seed " + std::to_string(a.seed) + overrides(a);
+}
+
+std::string rerun_command(const FuzzArgs& a, const std::string& target) {
+  const fuzz::Shard s = shard_of(a);
+  return campaign_command(a, target) + (s.sharded() ? " --shard " + s.str() : "");
+}
+
+nlohmann::json campaign_record(const fuzz::FuzzReport& r, const FuzzArgs& a) {
+  const fuzz::Shard s = shard_of(a);
+  auto j = r.to_json();
+  j["preset"] = a.preset;
+  j["fault"] = a.fault;
+  j["shard"] = s.to_json();
+  j["seed"] = fuzz::shard_seed(a.seed, s);
+  j["cases"] = fuzz::shard_cases(a.cases, s);
+  j["campaign_seed"] = a.seed;
+  j["campaign_cases"] = a.cases;
+  j["campaign"] = campaign_command(a, r.target);
+  j["rerun"] = rerun_command(a, r.target);
+  return j;
+}
+
 void print_report(const fuzz::FuzzReport& r, const FuzzArgs& a) {
   if (!r.covered) {
     std::printf("%-8s NOT COVERED  %s\n", r.target.c_str(), r.not_covered.c_str());
@@ -105,10 +140,7 @@ void print_report(const fuzz::FuzzReport& r, const FuzzArgs& a) {
     if (!r.dump_path.empty())
       std::printf("  replay the shrunk case: replayssm fuzz --replay %s%s\n", r.dump_path.c_str(),
                   exec ? (" --target " + shell_quote(r.target)).c_str() : "");
-    std::printf("  rerun the campaign:     replayssm fuzz --target %s --preset %s --layers %d --cases %d --max-commands %d "
-                "--slots %d --max-T %d --recon %s --ring-dtype %s --fault %s --seed %llu%s\n",
-                shell_quote(r.target).c_str(), a.preset.c_str(), a.layers, a.cases, a.max_commands, a.slots, a.max_T, a.recon.c_str(),
-                a.ring_dtype.c_str(), a.fault.c_str(), static_cast<unsigned long long>(a.seed), overrides(a).c_str());
+    std::printf("  rerun the campaign:     %s\n", rerun_command(a, r.target).c_str());
     std::printf("  shrunk counterexample (RapidCheck):\n%s\n", r.counterexample.c_str());
   }
 }

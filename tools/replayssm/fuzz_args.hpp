@@ -9,7 +9,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "campaign.hpp"
+#include "shard.hpp"
 
 namespace replayssm::cli {
 
@@ -32,17 +35,17 @@ struct FuzzArgs {
   // whose capabilities exclude the preset's defaults (another l2norm form, F32 activations, the kv layout, ...)
   // can still be judged at the preset's dimensions.
   std::string l2norm, act_dtype, state_dtype, layout, kda_gate;
+  std::string shard;           // "I/N" (--shard); "" = GTEST_SHARD_INDEX / GTEST_TOTAL_SHARDS, else unsharded
 };
 
 // Adds --preset, --layers, --cases, --max-commands, --slots, --max-T, --seed, --recon, --ring-dtype,
-// --dump-dir, --target-timeout and the configuration overrides (--l2norm, --act-dtype, --state-dtype, --layout,
-// --kda-gate) to c, bound to a (--target and --fault are added by each command, with its
-// own help text).
+// --dump-dir, --target-timeout, --shard and the configuration overrides (--l2norm, --act-dtype, --state-dtype,
+// --layout, --kda-gate) to c, bound to a (--target and --fault are added by each command, with its own help text).
 void add_fuzz_options(CLI::App* c, FuzzArgs& a);
 
-// The campaign options of `a` for one target (layers capped at the preset's); also sets the exec: targets'
-// per-command timeout. Throws Error naming the flag for an unknown preset, negative layers, an unknown
-// recon, ring dtype or fault, a timeout <= 0, an unknown override value.
+// The campaign options of `a` for one target (layers capped at the preset's; this shard's cases and seed,
+// shard.hpp); also sets the exec: targets' per-command timeout. Throws Error naming the flag for an unknown
+// preset, negative layers, an unknown recon, ring dtype or fault, a timeout <= 0, an unknown override value.
 fuzz::FuzzOptions options_for(const FuzzArgs& a, const std::string& target);
 
 // The targets a --target value stands for: "reference" means both reference designs (replay and ring), and with
@@ -58,6 +61,16 @@ std::string shell_quote(const std::string& s);
 // Where per-case progress lines go: stderr on an interactive terminal, nowhere otherwise (carriage returns make
 // one endless line in CI logs).
 std::ostream* progress_stream();
+
+// The shard `a` runs: --shard, else the GTEST_* variables, else 0/1.
+fuzz::Shard shard_of(const FuzzArgs& a);
+// The `replayssm fuzz` command line that runs the whole campaign of `target` (every flag spelled out), and
+// the one that reruns this shard of it (the same plus --shard I/N when sharded).
+std::string campaign_command(const FuzzArgs& a, const std::string& target);
+std::string rerun_command(const FuzzArgs& a, const std::string& target);
+// A campaign's JSON record: r.to_json() plus preset, fault, shard, seed and cases of this shard,
+// campaign_seed and campaign_cases of the whole campaign, and the campaign and rerun command lines.
+nlohmann::json campaign_record(const fuzz::FuzzReport& r, const FuzzArgs& a);
 
 // Prints one campaign's result line; after a failure also the reason, how to replay the shrunk case, the
 // command that reruns the campaign (flags from `a`) and RapidCheck's shrunk counterexample.

@@ -7,10 +7,12 @@
 
 #include "commands.hpp"
 #include "exec_target.hpp"
+#include "rc_quiet.hpp"
 #if defined(REPLAYSSM_HAS_CUDA)
 #include "cuda_target.hpp"
 #endif
 #include "replayssm/error.hpp"
+#include "replayssm/version.hpp"
 
 namespace replayssm::cli {
 int exit_code = 0;
@@ -19,6 +21,8 @@ int exit_code = 0;
 int main(int argc, char** argv) {
   CLI::App app{"replayssm: reference and conformance oracle for ReplaySSM (GDN / KDA) in hybrid models"};
   app.require_subcommand(1);
+  // The one project version (the VERSION file); `python -m replayssm_kit --version` prints the same.
+  app.set_version_flag("--version", "replayssm " + replayssm::project_version());
 #if defined(REPLAYSSM_HAS_CUDA)
   replayssm::conformance::register_cuda_targets();  // `--target cuda` / `cuda_full_state` (need a GPU to run)
 #endif
@@ -29,8 +33,11 @@ int main(int argc, char** argv) {
   replayssm::cli::register_check(app);
   replayssm::cli::register_bench(app);
   replayssm::cli::register_mrope(app);
+  replayssm::cli::register_report(app);
   replayssm::cli::register_conv(app);
   try {
+    // Campaigns run from their own --seed: RapidCheck's "Using configuration: seed=..." line would only mislead.
+    replayssm::fuzz::load_rapidcheck_configuration_quietly();
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);

@@ -1,4 +1,5 @@
-// replayssm/sha256.hpp — SHA-256 (FIPS 180-4) of a byte buffer or a file, as lowercase hex.
+// replayssm/sha256.hpp — SHA-256 (FIPS 180-4) of a byte buffer or a file, as lowercase hex, computed by
+// OpenSSL's libcrypto (EVP API).
 //
 // Used by the fixture manifest (fixtures/MANIFEST.json) to pin every committed fixture file.
 #pragma once

@@ -35,4 +35,9 @@ __all__ = [
     "load_trace", "read_frame", "read_op", "read_safetensors", "replay_trace", "save_fixture", "serve",
     "tier_tolerance", "write_frame", "write_safetensors",
 ]
-__version__ = "0.3.0"
+
+from pathlib import Path as _Path
+
+# The project's one version: the repository's VERSION file (replayssm_kit/VERSION links to it; installs copy it),
+# the same that `replayssm --version` prints.
+__version__ = (_Path(__file__).with_name("VERSION")).read_text(encoding="utf-8").strip()

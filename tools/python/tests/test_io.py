@@ -74,3 +74,50 @@ def test_bytes_and_files_share_one_parser(tmp_path):
     header = json.dumps({"x": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}}).encode()
     with pytest.raises(FormatError, match="negative dimension"):
         parse_safetensors(struct.pack("<Q", len(header)) + header + bytes(8), "frame")
+
+
+def _container(header: dict, body: bytes) -> bytes:
+    text = json.dumps(header).encode()
+    return struct.pack("<Q", len(text)) + text + body
+
+
+def test_what_the_safetensors_package_lets_through_is_refused_naming_the_tensor():
+    import safetensors
+
+    from replayssm_kit.safetensors_io import parse_safetensors
+
+    extra = _container({"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4], "extra": 1}}, bytes(4))
+    fp8 = _container({"y": {"dtype": "F8_E4M3", "shape": [1], "data_offsets": [0, 1]}}, bytes(1))
+    for data in (extra, fp8):
+        safetensors.deserialize(data)  # the library accepts both
+    with pytest.raises(FormatError, match="tensor 'x' entry must have exactly dtype, shape, data_offsets"):
+        parse_safetensors(extra, "frame")
+    with pytest.raises(FormatError, match="tensor 'y' has unsupported dtype F8_E4M3"):
+        parse_safetensors(fp8, "frame")
+    short = _container({"z": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]}}, bytes(4))
+    with pytest.raises(FormatError, match="tensor 'z' data_offsets do not match its shape"):
+        parse_safetensors(short, "frame")
+
+
+def test_the_package_reads_what_the_kit_writes_bf16_bits_included():
+    import ml_dtypes
+    import safetensors
+
+    from replayssm_kit.safetensors_io import serialize_safetensors
+
+    bits = np.array([0x3F80, 0x7FC1, 0x8001, 0xFF80], dtype=np.uint16)
+    data = serialize_safetensors({"a.bf": (bits, "BF16"), "a.i": (np.arange(5, dtype=np.int64), "I64")}, {"k": "v"})
+    decoded = dict(safetensors.deserialize(data))
+    assert decoded["a.bf"]["dtype"] == "BF16" and decoded["a.bf"]["shape"] == [4]
+    assert np.array_equal(np.frombuffer(decoded["a.bf"]["data"], dtype=np.uint16), bits)
+    widened = np.frombuffer(decoded["a.bf"]["data"], dtype=ml_dtypes.bfloat16).astype(np.float32)
+    assert np.array_equal(f32_to_bf16_bits(widened), bits)  # NaN payload and -0 subnormal kept bit for bit
+
+
+def test_the_kit_writes_the_same_bytes_every_time():
+    from replayssm_kit.safetensors_io import serialize_safetensors
+
+    meta = {f"key{i}": str(i) for i in range(12)}
+    tensors = {"x": (np.ones(3, dtype=np.float32), "F32"), "y": (np.zeros(2), "BF16")}
+    assert len({serialize_safetensors(tensors, meta) for _ in range(10)}) == 1
+

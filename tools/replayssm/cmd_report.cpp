@@ -1,0 +1,65 @@
+// `replayssm report merge A.json B.json ...`: the --json reports of a sharded campaign (conform or fuzz run with
+// --shard I/N, e.g. one per CI matrix job) merged into one verdict: cases summed per campaign, fixtures
+// concatenated, every failure kept with its repro; exit 1 when anything failed or a shard is missing.
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "commands.hpp"
+#include "replayssm/error.hpp"
+#include "report.hpp"
+
+namespace replayssm::cli {
+
+namespace {
+
+nlohmann::json read_report(const std::string& path) {
+  std::ifstream in(path);
+  require(static_cast<bool>(in), "reports", "cannot open '", path, "'");
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail("reports", "'", path, "' is not JSON: ", e.what());
+  }
+}
+
+}  // namespace
+
+void register_report(CLI::App& app) {
+  auto* rp = app.add_subcommand("report", "Work with the --json reports of conform, fuzz and check");
+  rp->require_subcommand(1);
+  auto* merge = rp->add_subcommand("merge", "Merge the --json reports of the shards of a campaign into one verdict");
+  auto files = std::make_shared<std::vector<std::string>>();
+  auto json_out = std::make_shared<std::string>();
+  auto junit_out = std::make_shared<std::string>();
+  merge->add_option("reports", *files, "The shards' --json reports")->required();
+  merge->add_option("--json", *json_out, "Write the merged report to this file (atomically)");
+  merge->add_option("--junit", *junit_out, "Write the merged JUnit XML report to this file (atomically)");
+  merge->callback([files, json_out, junit_out] {
+    std::vector<nlohmann::json> reports;
+    for (const auto& f : *files) reports.push_back(read_report(f));
+    const auto m = merge_reports(reports, *files);
+    int cases = 0;
+    for (const auto& c : m["campaigns"]) {
+      cases += c["cases_passed"].get<int>();
+      std::cout << (c["failed"].get<bool>() ? "FAIL " : c["covered"].get<bool>() ? "ok   " : "SKIP ")
+                << c["campaign"].get<std::string>() << ": " << c["cases_passed"].get<int>() << " cases passed over "
+                << c["shards"].get<int>() << " shard(s)\n";
+      for (const auto& f : c["failures"])
+        std::cout << "     shard " << f["shard"].get<std::string>() << ": " << f["reason"].get<std::string>()
+                  << "\n     rerun: " << f["rerun"].get<std::string>() << "\n";
+    }
+    for (const auto& f : m["fixtures"])
+      if (!f.value("ok", false)) std::cout << "FAIL " << f.value("path", std::string("?")) << "\n";
+    for (const auto& p : m["problems"]) std::cout << "problem: " << p.get<std::string>() << "\n";
+    std::cout << "merged " << files->size() << " report(s): fixtures " << m["fixtures_passed"].get<int>()
+              << " passed, " << m["fixtures_failed"].get<int>() << " failed; campaigns " << m["campaigns"].size()
+              << " (" << cases << " cases passed), " << m["campaigns_failed"].get<int>() << " failed -> "
+              << (m["ok"].get<bool>() ? "ok" : "FAIL") << "\n";
+    if (!json_out->empty()) write_json_report(*json_out, m);
+    if (!junit_out->empty()) write_junit(*junit_out, junit_suites(m));
+    if (!m["ok"].get<bool>()) exit_code = 1;
+  });
+}
+
+}  // namespace replayssm::cli
