@@ -81,6 +81,12 @@ Capabilities Capabilities::from_json(const json& j) {
   c.K = list_of<int>(j, "K", {}, int_of);
   c.V = list_of<int>(j, "V", {}, int_of);
   c.fixture_ops = list_of<std::string>(j, "fixture_ops", {}, str_of);
+  c.pad_conventions = list_of<ref::PadConvention>(j, "pad_conventions", c.pad_conventions,
+                                                  [](const json& e, const std::string& f) {
+                                                    return ref::parse_pad_convention(str_of(e, f), f);
+                                                  });
+  require(!c.pad_conventions.empty(), p + "pad_conventions", "must name at least one convention");
+  c.graph_padding = bool_of(j, "graph_padding", c.graph_padding);
   c.round_beta_to_act = bool_of(j, "round_beta_to_act", c.round_beta_to_act);
   c.copy_slot = bool_of(j, "copy_slot", c.copy_slot);
   c.bit_exact = bool_of(j, "bit_exact", c.bit_exact);
@@ -114,7 +120,8 @@ json Capabilities::to_json() const {
               {"max_layers", max_layers},        {"copy_slot", copy_slot},
               {"bit_exact", bit_exact},          {"tier", to_string(tier)},
               {"pad_outputs_zero", pad_outputs_zero}, {"design", design},
-              {"fixture_ops", fixture_ops}};
+              {"fixture_ops", fixture_ops},      {"pad_conventions", names(pad_conventions)},
+              {"graph_padding", graph_padding}};
 }
 
 std::string Capabilities::unsupported(const ModelConfig& cfg, int max_T_wanted) const {
@@ -286,6 +293,13 @@ const Tensor& tensor(const Frame& f, const std::string& name, DType dtype, const
   return it->second;
 }
 
+// Rows before the graph tail (protocol 1.1's live_rows; all rows of an eager step).
+std::int64_t live_rows(const std::vector<ref::TargetRow>& rows) {
+  std::int64_t n = 0;
+  while (n < static_cast<std::int64_t>(rows.size()) && !rows[static_cast<std::size_t>(n)].graph_tail) ++n;
+  return n;
+}
+
 class ExecTarget : public ref::Target {
  public:
   explicit ExecTarget(std::string command) : command_(std::move(command)), conn_(connect(command_)) {}
@@ -300,6 +314,8 @@ class ExecTarget : public ref::Target {
     return conn_->caps().unsupported(cfg, max_T);
   }
   bool implements_copy() const override { return conn_->caps().copy_slot; }
+  std::vector<ref::PadConvention> pad_conventions() const override { return conn_->caps().pad_conventions; }
+  bool graph_padding() const override { return conn_->caps().graph_padding; }
 
   void setup(const ref::EngineSetup& s) override {
     const std::string why = conn_->caps().unsupported(s.cfg, s.max_T);
@@ -333,7 +349,8 @@ class ExecTarget : public ref::Target {
     const auto& cfg = s_.cfg;
     const std::int64_t N = inputs.empty() ? 0 : inputs[0].T;
     Frame f;
-    f.msg = json{{"op", "step"}, {"rows", ref::rows_to_json(rows, true)}, {"total_tokens", N}};
+    f.msg = json{{"op", "step"}, {"rows", ref::rows_to_json(rows, true)}, {"total_tokens", N},
+                 {"live_rows", live_rows(rows)}};
     for (std::size_t l = 0; l < inputs.size(); ++l) {
       const auto& in = inputs[l];
       const std::string sfx = "." + std::to_string(l);
@@ -354,7 +371,7 @@ class ExecTarget : public ref::Target {
 
   void commit(const std::vector<ref::TargetRow>& rows) override {
     Frame f;
-    f.msg = json{{"op", "commit"}, {"rows", ref::rows_to_json(rows, false)}};
+    f.msg = json{{"op", "commit"}, {"rows", ref::rows_to_json(rows, false)}, {"live_rows", live_rows(rows)}};
     mutate(f, "commit");
   }
 

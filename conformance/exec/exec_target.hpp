@@ -22,7 +22,7 @@
 
 namespace replayssm::exec {
 
-inline constexpr int kProtocolMajor = 1, kProtocolMinor = 0;
+inline constexpr int kProtocolMajor = 1, kProtocolMinor = 1;
 inline constexpr const char* kProtocolName = "replayssm.target";
 
 // What an implementation says it can do (the "capabilities" object of its hello answer).
@@ -45,6 +45,10 @@ struct Capabilities {
   bool pad_outputs_zero = false;                           // claims PAD rows' outputs are exact zeros
   std::string design = "other";                            // full_state, replay, spec_ring, decode_ring, other
   std::vector<std::string> fixture_ops;                    // fixture ops it implements (docs/target-protocol.md)
+  // Protocol 1.1 (docs/target-protocol.md, "Graph padding and PAD conventions"): the PAD conventions it follows
+  // and whether it handles captured batches whose rows beyond live_rows are a stale or PAD graph tail.
+  std::vector<ref::PadConvention> pad_conventions{ref::PadConvention::MinusOne};
+  bool graph_padding = false;
 
   // Reads the hello answer's "capabilities" object; Error("target.hello.capabilities.<key>").
   static Capabilities from_json(const nlohmann::json& j);

@@ -37,6 +37,10 @@ nlohmann::json Cmd::to_json() const {
                       {"seed", std::to_string(r.seed)}});
       j["rows"] = rs;
       j["pad_at"] = pad_at;
+      if (graph > 0) {
+        j["graph"] = graph;
+        j["stale_tail"] = stale_tail;
+      }
       break;
     }
     default:
@@ -69,7 +73,14 @@ Cmd Cmd::from_json(const nlohmann::json& j, const std::string& field) {
     }
   require(found, field + ".kind", "unknown command kind '", k, "'");
   if (c.kind == Kind::Step) {
-    require_only_keys(j, {"kind", "rows", "pad_at"}, field);
+    require_only_keys(j, {"kind", "rows", "pad_at", "graph", "stale_tail"}, field);
+    require(j.contains("graph") == j.contains("stale_tail"), field + (j.contains("graph") ? ".stale_tail" : ".graph"),
+            "is missing (a captured step has both graph and stale_tail)");
+    if (j.contains("graph")) {
+      c.graph = static_cast<std::int32_t>(json_int(j.at("graph"), field + ".graph", 1, kI32Max));
+      require(j.at("stale_tail").is_boolean(), field + ".stale_tail", "must be true or false");
+      c.stale_tail = j.at("stale_tail").get<bool>();
+    }
     const nlohmann::json& rows = require_key(j, "rows", field);
     require(rows.is_array(), field + ".rows", "must be an array of rows");
     for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -104,6 +115,7 @@ std::string Cmd::str() const {
          << (rows[i].stop_at ? " stop@" + std::to_string(rows[i].stop_at) : "");
     os << "]";
     if (!pad_at.empty()) os << " pads=" << pad_at.size();
+    if (graph > 0) os << " graph=" << graph << (stale_tail ? " stale-tail" : " pad-tail");
   } else {
     os << " req" << req;
     if (kind == Kind::Copy) os << " -> req" << req2;

@@ -29,7 +29,8 @@ void register_fuzz(CLI::App& app) {
   c->add_option("--json", *json_out, "Write a machine-readable report to this file");
   c->add_option("--export-trace", *export_to,
                 "Also write the failing (shrunk) case, or the --replay case, as a trace fixture (op lifecycle.trace) "
-                "that an implementation can replay without this project (replayssm_kit.trace)");
+                "that an implementation can replay without this project (replayssm_kit.trace); a campaign then "
+                "generates only what a trace records (the -1 PAD convention, no captured steps)");
   c->callback([c, a, replay, json_out, export_to] {
     if (!replay->empty()) {
       const bool given = c->count("--target") > 0;
@@ -51,7 +52,10 @@ void register_fuzz(CLI::App& app) {
     auto reports = nlohmann::json::array();
     bool exported = false;
     for (const auto& t : targets_for(a->target, a->fault)) {
-      const auto r = fuzz::run_fuzz(options_for(*a, t), progress_stream());
+      auto o = options_for(*a, t);
+      // A case to export must be one a trace records: no captured steps, the -1 PAD convention.
+      o.trace_expressible = !export_to->empty();
+      const auto r = fuzz::run_fuzz(o, progress_stream());
       print_report(r, *a);
       auto j = r.to_json();
       if (r.failed && !r.dump_path.empty() && !export_to->empty() && !exported) {

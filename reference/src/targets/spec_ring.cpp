@@ -31,9 +31,10 @@ class SpecRingTarget : public PooledTarget {
     if (fault_ != Fault::StaleCursorOnSlotReuse) cursors_.at(static_cast<std::size_t>(slot)) = spec_ring_reset(s_.spec_ring);
   }
 
-  std::vector<std::vector<float>> step(const std::vector<TargetRow>& rows,
+  std::vector<std::vector<float>> step(const std::vector<TargetRow>& wire,
                                        const std::vector<SequenceInputs>& inputs) override {
     const auto& cfg = s_.cfg;
+    const auto rows = canonical_rows(wire, s_);
     auto out = zero_outputs(inputs);
     for (const auto& r : rows) {
       if (r.row.slot == kPadSlot) continue;  // no read, no write, zero output
@@ -47,8 +48,8 @@ class SpecRingTarget : public PooledTarget {
     return out;
   }
 
-  void commit(const std::vector<TargetRow>& rows) override {
-    for (const auto& r : rows) {
+  void commit(const std::vector<TargetRow>& wire) override {
+    for (const auto& r : canonical_rows(wire, s_)) {
       if (r.row.slot == kPadSlot || r.kind != RowKind::Verify) continue;
       auto& cur = cursors_[static_cast<std::size_t>(r.row.slot)];
       const bool flushed = cur.is_flush;

@@ -72,7 +72,7 @@ class _Loop:
 
     def step(self, frame):
         s = self.session
-        rows = parse_rows(frame.msg.get("rows"))
+        rows = parse_rows(frame.msg.get("rows"), s.pad_sentinel, frame.msg.get("live_rows"))
         n = integer(frame.msg, "total_tokens", "total_tokens", 0)
         inputs = [s.layer_inputs(frame, l, n) for l in range(s.L)]
         out = self.target.step(rows, inputs)
@@ -83,7 +83,8 @@ class _Loop:
         return {}, tensors
 
     def commit(self, frame):
-        self.target.commit(parse_rows(frame.msg.get("rows")))
+        s = self.session
+        self.target.commit(parse_rows(frame.msg.get("rows"), s.pad_sentinel, frame.msg.get("live_rows")))
         return {}, None
 
     def copy_slot(self, frame):

@@ -29,11 +29,19 @@ struct Cmd {
   std::uint64_t seed = 0;       // Admit/Continue: prompt input seed
   std::vector<RowSpec> rows;    // Step: rows in batch order
   std::vector<std::int32_t> pad_at;  // Step: PAD rows inserted before these row indices (may repeat)
+  // Step: CUDA-graph style capture. graph = 0: an eager step (exactly its rows). graph = C >= rows + PAD rows:
+  // the step runs as a captured batch of C rows; rows beyond the live ones are the tail of the engine's
+  // persistent, capacity-sized index buffer: with stale_tail, what earlier captured steps left there (stale
+  // slot ids of a larger batch); without, PAD sentinels (TargetRow::graph_tail).
+  std::int32_t graph = 0;
+  bool stale_tail = false;
 
   nlohmann::json to_json() const;
   // Reads to_json()'s form strictly: every key of the kind's form required and no other, integers as JSON
   // integers in int32 range (req, req2, prompt, accepted, stop_at >= 0; T >= 1; pad_at in [0, rows]), seeds
-  // as full-match decimal uint64 text. Error("<field>.<key>", e.g. "cmd.rows[2].seed") otherwise.
+  // as full-match decimal uint64 text. Error("<field>.<key>", e.g. "cmd.rows[2].seed") otherwise. A step's
+  // "graph" (integer >= 0) and "stale_tail" (boolean) are written only for a captured step (graph > 0) and
+  // read as a pair: both or neither.
   static Cmd from_json(const nlohmann::json& j, const std::string& field = "cmd");
   std::string str() const;
 };
