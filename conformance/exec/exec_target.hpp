@@ -45,10 +45,11 @@ struct Capabilities {
   bool pad_outputs_zero = false;                           // claims PAD rows' outputs are exact zeros
   std::string design = "other";                            // full_state, replay, spec_ring, decode_ring, other
   std::vector<std::string> fixture_ops;                    // fixture ops it implements (docs/target-protocol.md)
-  // Protocol 1.1 (docs/target-protocol.md, "Graph padding and PAD conventions"): the PAD conventions it follows
+  // Protocol 1.1 (docs/target-protocol.md, "Graph padding, PAD conventions and out-of-place commits"): the PAD conventions it follows
   // and whether it handles captured batches whose rows beyond live_rows are a stale or PAD graph tail.
   std::vector<ref::PadConvention> pad_conventions{ref::PadConvention::MinusOne};
   bool graph_padding = false;
+  bool out_of_place_commit = false;  // verify rows with write_slot != slot (the read slot left untouched)
 
   // Reads the hello answer's "capabilities" object; Error("target.hello.capabilities.<key>").
   static Capabilities from_json(const nlohmann::json& j);

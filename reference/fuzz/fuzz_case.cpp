@@ -93,6 +93,9 @@ void check_command(const ref::Cmd& c, const ref::EngineSetup& s, const std::stri
     require(c.graph <= s.max_rows(), f + ".graph", "is ", c.graph, ", more than max_rows = num_slots + 8 = ",
             s.max_rows());
     for (std::size_t i = 0; i < c.rows.size(); ++i)
+      require(c.rows[i].to_slot < s.num_slots, f + ".rows[" + std::to_string(i) + "].to_slot", "is ", c.rows[i].to_slot,
+              ", outside [0, num_slots = ", s.num_slots, ")");
+    for (std::size_t i = 0; i < c.rows.size(); ++i)
       require(c.rows[i].T <= s.max_T, f + ".rows[" + std::to_string(i) + "].T", "is ", c.rows[i].T,
               ", more than max_T = ", s.max_T);
   } else {

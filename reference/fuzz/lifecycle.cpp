@@ -40,7 +40,9 @@ void LifecycleModel::apply(const Cmd& c) {
           q.committed += n;
           q.fresh = false;
         } else {  // a verify window: the accepted run, cut at the stop token, which ends the request
-          q.committed += r.stop_at > 0 ? std::min(r.accepted, r.stop_at) : r.accepted;
+          const std::int32_t n = r.stop_at > 0 ? std::min(r.accepted, r.stop_at) : r.accepted;
+          q.committed += n;
+          if (r.to_slot >= 0 && n > 0) q.slot = r.to_slot;  // an out-of-place commit that writes moves it
           if (r.stop_at > 0) {
             q.status = Status::Finished;
             q.slot = -1;
@@ -165,6 +167,17 @@ struct Step : LifecycleCommand {
       r.accepted = *rc::gen::oneOf(rc::gen::just(0), rc::gen::just(r.T), uniform<int>(0, r.T + 1));
       if (r.accepted > 0 && *uniform<int>(0, 8) == 0) r.stop_at = *uniform<int>(1, r.accepted + 1);
       r.seed = *rc::gen::resize(100, rc::gen::arbitrary<std::uint64_t>());
+      // Out-of-place commits (double buffers): a quarter of the verify rows write a free slot nobody else in
+      // the step writes; the read slot must stay bitwise unchanged.
+      if (m.out_of_place && m.reqs.at(id).pending == 0 && *uniform<int>(0, 4) == 3) {
+        std::vector<std::int32_t> dst;
+        for (auto s : m.free_slots()) {
+          bool taken = false;
+          for (const auto& o : c.rows) taken = taken || o.to_slot == s;
+          if (!taken) dst.push_back(s);
+        }
+        if (!dst.empty()) r.to_slot = pick(dst);
+      }
       c.rows.push_back(r);
     }
     const int pads = *uniform<int>(0, 3);
@@ -187,6 +200,7 @@ struct Step : LifecycleCommand {
     for (const auto& r : c.rows) {
       const auto it = m.reqs.find(r.req);
       RC_PRE(it != m.reqs.end() && it->second.status == Status::Running);
+      RC_PRE(r.to_slot < 0 || (it->second.pending == 0 && contains(m.free_slots(), r.to_slot)));
     }
   }
 };
@@ -279,7 +293,7 @@ std::vector<ref::Cmd> generate_commands(std::int32_t num_slots, std::int32_t max
 void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, ref::Fault fault,
                      std::vector<ref::Cmd>* last_failure, std::string* last_reason, const LifecycleJudging& judging) {
   ref::EngineSetup s = setup;
-  bool graph = false;
+  bool graph = false, out_of_place = false;
   {
     const auto probe = ref::make_target(target, fault);
     std::vector<ref::PadConvention> conv = probe->pad_conventions();
@@ -288,6 +302,7 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
     RC_ASSERT(!conv.empty());
     s.pad_convention = conv[*uniform<std::size_t>(0, conv.size())];
     graph = probe->graph_padding() && !judging.trace_expressible;
+    out_of_place = probe->out_of_place_commit() && !judging.trace_expressible;
   }
   LifecycleModel m0;
   m0.num_slots = s.num_slots;
@@ -295,6 +310,7 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
   m0.reserved_slot = s.reserved_slot();
   m0.graph = graph;
   m0.max_rows = s.max_rows();
+  m0.out_of_place = out_of_place;
   if (judging.failed_setup) *judging.failed_setup = s;
   LifecycleSut sut{ref::Judge(s, target, fault, judging.tier), {}};
   m0.allow_copy = sut.judge.sut().target().implements_copy();
@@ -304,7 +320,7 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
     // Coverage tags (printed by RapidCheck with the success message): sequence length and which
     // lifecycle events the case exercised.
     const auto& ex = sut.judge.executed();
-    bool cont = false, copy = false, resume = false, stop = false, stale = false;
+    bool cont = false, copy = false, resume = false, stop = false, stale = false, moved = false;
     int verify_rows = 0;
     for (const auto& c : ex) {
       stale = stale || (c.graph > 0 && c.stale_tail);
@@ -313,6 +329,7 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
       resume = resume || c.kind == Cmd::Kind::Resume;
       for (const auto& r : c.rows) {
         stop = stop || r.stop_at > 0;
+        moved = moved || r.to_slot >= 0;
         ++verify_rows;
       }
     }
@@ -323,6 +340,7 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
     RC_CLASSIFY(stop, "early stop");
     RC_CLASSIFY(verify_rows >= 20, "rows>=20");
     RC_CLASSIFY(stale, "graph stale tail");
+    RC_CLASSIFY(moved, "out-of-place commit");
     RC_TAG("pad " + ref::to_string(s.pad_convention));
   } catch (...) {
     if (!sut.failure.empty()) {

@@ -31,6 +31,7 @@ struct LifecycleModel {
   std::int32_t reserved_slot = -1;  // never allocated: the PAD convention's null block or pad slot (-1: none)
   bool graph = false;               // steps may run as captured batches (Target::graph_padding)
   std::int32_t max_rows = 0;        // capacity of a captured batch (EngineSetup::max_rows)
+  bool out_of_place = false;        // verify rows may commit into another slot (Target::out_of_place_commit)
   std::int32_t next_id = 0;
   std::map<std::int32_t, ModelRequest> reqs;
   std::vector<std::int32_t> free_slots() const;
@@ -55,7 +56,7 @@ struct LifecycleJudging {
   std::optional<Tier> tier;
   // The setup a failing case ran with (its PAD convention is drawn per case among the target's).
   ref::EngineSetup* failed_setup = nullptr;
-  // Only what trace fixtures record: the minus_one PAD convention and eager steps (export_trace).
+  // Only what trace fixtures record: the minus_one PAD convention, eager steps, in-place commits (export_trace).
   bool trace_expressible = false;
   std::optional<CompareReport>* failed_comparison = nullptr;
   Tolerance* failed_tolerance = nullptr;

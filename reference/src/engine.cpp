@@ -71,6 +71,7 @@ void Engine::start_fresh(Request& r, std::int32_t slot, const std::vector<Sequen
 std::vector<std::vector<float>> Engine::execute(const Cmd& c) {
   last_written_.clear();
   last_kept_.clear();
+  last_read_only_.clear();
   last_rows_.clear();
   switch (c.kind) {
     case Cmd::Kind::Admit: admit(c); return {};
@@ -167,6 +168,8 @@ Engine::PackedStep Engine::pack_step(const Cmd& c) const {
     require(running(r), "cmd.rows", "request ", rs.req, " is not running");
     TargetRow t;
     std::vector<SequenceInputs> tok;
+    require(r.pending[0].T == 0 || rs.to_slot < 0, "cmd.rows.to_slot", "request ", rs.req,
+            " is prefilling: only verify rows commit out of place");
     if (r.pending[0].T > 0) {  // prefill chunk: the whole chunk is committed
       const std::int32_t n = std::min(std::max(rs.T, 1), r.pending[0].T);
       for (const auto& p : r.pending) tok.push_back(p.slice(cfg, 0, n));
@@ -181,7 +184,8 @@ Engine::PackedStep Engine::pack_step(const Cmd& c) const {
               ", outside [0, accepted=", rs.accepted, "]");
       tok = new_tokens(rs.T, rs.seed);
       t.kind = RowKind::Verify;
-      t.row = BatchRow{r.slot, r.slot, rs.T, s.packed[0].T, rs.accepted};
+      if (rs.to_slot >= 0) check_free_slot(rs.to_slot);  // an out-of-place commit's destination
+      t.row = BatchRow{r.slot, rs.to_slot >= 0 ? rs.to_slot : r.slot, rs.T, s.packed[0].T, rs.accepted};
     }
     add(t, &rs, std::move(tok));
   }
@@ -238,14 +242,18 @@ std::vector<std::vector<float>> Engine::step(const Cmd& c) {
   for (std::size_t i = 0; i < s.rows.size(); ++i) {
     const BatchRow& b = s.rows[i].row;
     last_rows_.push_back(PackedRow{s.spec[i] ? s.spec[i]->req : -1, b.token_offset, b.T});
-    if (s.spec[i]) last_written_.push_back(b.slot);
+    if (s.spec[i]) last_written_.push_back(b.write_slot);  // an out-of-place row's read slot is not written
+    if (s.spec[i] && b.write_slot != b.slot) {
+      last_read_only_.push_back(b.slot);
+      target_->allocate(b.write_slot);  // the destination slot is (re)allocated to the request
+    }
   }
   if (setup_.pad_convention == PadConvention::PadSlot) last_written_.push_back(setup_.pad_sentinel());
   auto out = target_->step(wire_rows(s.rows), s.packed);
   for (std::size_t i = 0; i < s.rows.size(); ++i) {
     if (!s.spec[i] || s.rows[i].kind != RowKind::Verify) continue;
     s.rows[i].row.accepted = commit_length(*s.spec[i]);
-    if (s.rows[i].row.accepted == 0) last_kept_.push_back(s.rows[i].row.slot);
+    if (s.rows[i].row.accepted == 0) last_kept_.push_back(s.rows[i].row.write_slot);
   }
   target_->commit(wire_rows(s.rows));
   record_commits(s);
@@ -277,6 +285,7 @@ void Engine::record_commits(const PackedStep& s) {
     }
     if (prefill) r.pending_fresh = false;
     if (n > 0) r.segments.push_back(n);
+    if (n > 0 && t.row.write_slot != t.row.slot) r.slot = t.row.write_slot;  // out of place: the request moves
     if (!prefill && s.spec[i]->stop_at > 0) {  // the stop token was accepted: the request ends here
       r.finished = true;
       r.slot = kPadSlot;

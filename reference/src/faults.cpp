@@ -31,6 +31,7 @@ const std::vector<FaultInfo>& fault_table() {
       {Fault::GraphTailProcessed, "graph_tail_processed", {"replay"}},
       {Fault::PadSentinelZero, "pad_sentinel_zero", {"replay"}},
       {Fault::PadIndexWraps, "pad_index_wraps", {"replay"}},
+      {Fault::CommitWritesReadSlot, "commit_writes_read_slot", {"replay"}},
   };
   return t;
 }

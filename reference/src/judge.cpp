@@ -159,6 +159,7 @@ std::string Judge::check_untouched(const Cmd& c, const Outputs& before_o, const 
     std::set<std::int32_t> allowed(e.last_written().begin(), e.last_written().end());
     std::set<std::int32_t> kept;
     if (e.target().design() != "spec_ring") kept.insert(e.last_kept().begin(), e.last_kept().end());
+    const std::set<std::int32_t> read_only(e.last_read_only().begin(), e.last_read_only().end());
     for (std::int32_t l = 0; l < setup.cfg.num_layers; ++l) {
       const auto now = e.target().pool(l);
       for (std::int32_t s = 0; s < setup.num_slots; ++s) {
@@ -167,10 +168,13 @@ std::string Judge::check_untouched(const Cmd& c, const Outputs& before_o, const 
         if (!same_bits(a + elems, b + elems, static_cast<std::size_t>(stride - elems)))
           return std::string(side ? "implementation" : "oracle") + ": gap after slot " + std::to_string(s) +
                  " (layer " + std::to_string(l) + ") was written";
-        if ((!allowed.count(s) || kept.count(s)) && !same_bits(a, b, static_cast<std::size_t>(elems)))
+        if ((!allowed.count(s) || kept.count(s) || read_only.count(s)) && !same_bits(a, b, static_cast<std::size_t>(elems)))
           return std::string(side ? "implementation" : "oracle") + ": slot " + std::to_string(s) + " (layer " +
                  std::to_string(l) + ") changed although the command " +
-                 (kept.count(s) ? "committed n = 0 for it" : "must not touch it") + " [" + c.str() + "]";
+                 (read_only.count(s) ? "only read it (out-of-place commit)"
+                  : kept.count(s)    ? "committed n = 0 for it"
+                                     : "must not touch it") +
+                 " [" + c.str() + "]";
       }
     }
   }

@@ -227,3 +227,54 @@ TEST(GraphPaddingJson, ExportingACapturedStepAsATraceIsRefused) {
   EXPECT_EQ(field_of([&] { fuzz::export_trace(c, path, "test"); }), "export-trace");
   EXPECT_FALSE(std::ifstream(path).good());
 }
+
+// H12, first part: an out-of-place commit writes write_slot and leaves the read slot bitwise unchanged; the
+// request moves to write_slot when the commit writes (n > 0) and stays when it does not (n = 0).
+namespace {
+Cmd step_to(std::int32_t req, std::int32_t n, std::int32_t to_slot) {
+  Cmd c = step({req}, n);
+  c.rows[0].to_slot = to_slot;
+  return c;
+}
+}  // namespace
+
+TEST(OutOfPlace, TheRequestMovesAndTheReadSlotIsUntouched) {
+  const std::vector<Cmd> cmds{admit(0, 1), admit(1, 4), step({0, 1}, 0), step_to(0, 2, 3), step_to(0, 0, 2),
+                              step({1, 0}, 3), step_to(1, 3, 1)};
+  for (const std::string t : {"replay", "full_state"})
+    EXPECT_EQ(fuzz::replay_sequence(setup_with(PadConvention::MinusOne), t, Fault::None, cmds), "") << t;
+  ref::Engine e(ref::make_target("full_state"), setup_with(PadConvention::MinusOne));
+  for (std::size_t i = 0; i < 4; ++i) e.execute(cmds[i]);
+  EXPECT_EQ(e.requests().at(0).slot, 3);
+  EXPECT_EQ(e.last_written(), std::vector<std::int32_t>{3});
+  EXPECT_EQ(e.last_read_only(), std::vector<std::int32_t>{1});
+  EXPECT_TRUE(e.last_kept().empty());
+  e.execute(cmds[4]);  // n = 0: nothing written, the request stays in slot 3
+  EXPECT_EQ(e.requests().at(0).slot, 3);
+}
+
+TEST(OutOfPlace, ACommitThatAlsoWritesTheReadSlotIsCaught) {
+  const std::vector<Cmd> cmds{admit(0, 1), step({0}, 0), step_to(0, 2, 3)};
+  const std::string why =
+      fuzz::replay_sequence(setup_with(PadConvention::MinusOne), "replay", Fault::CommitWritesReadSlot, cmds);
+  EXPECT_NE(why.find("slot 1"), std::string::npos) << why;
+  EXPECT_NE(why.find("only read it (out-of-place commit)"), std::string::npos) << why;
+}
+
+TEST(OutOfPlace, TheDestinationMustBeFreeAndTheRowAVerifyRow) {
+  ref::Engine e(ref::make_target("full_state"), setup_with(PadConvention::MinusOne));
+  e.execute(admit(0, 1));
+  e.execute(admit(1, 2));
+  EXPECT_EQ(field_of([&] { e.execute(step_to(0, 1, 3)); }), "cmd.rows.to_slot");  // still prefilling
+  e.execute(step({0, 1}, 0));
+  EXPECT_EQ(field_of([&] { e.execute(step_to(0, 1, 2)); }), "cmd.slot");  // slot 2 is in use
+  EXPECT_EQ(field_of([&] { ref::Engine r(ref::make_target("ring"), setup_with(PadConvention::MinusOne));
+                           r.execute(admit(0, 1)); r.execute(step({0}, 0)); r.execute(step_to(0, 1, 3)); }),
+            "commit.write_slot");
+  const Cmd c = step_to(0, 1, 3);
+  EXPECT_EQ(Cmd::from_json(c.to_json()).rows[0].to_slot, 3);
+  EXPECT_FALSE(step({0}, 1).to_json()["rows"][0].contains("to_slot"));
+  auto j = c.to_json();
+  j["rows"][0]["to_slot"] = -1;
+  EXPECT_EQ(field_of([&] { Cmd::from_json(j); }), "cmd.rows[0].to_slot");
+}

@@ -30,7 +30,7 @@ void register_fuzz(CLI::App& app) {
   c->add_option("--export-trace", *export_to,
                 "Also write the failing (shrunk) case, or the --replay case, as a trace fixture (op lifecycle.trace) "
                 "that an implementation can replay without this project (replayssm_kit.trace); a campaign then "
-                "generates only what a trace records (the -1 PAD convention, no captured steps)");
+                "generates only what a trace records (the -1 PAD convention, no captured steps, in-place commits)");
   c->callback([c, a, replay, json_out, export_to] {
     if (!replay->empty()) {
       const bool given = c->count("--target") > 0;

@@ -92,6 +92,10 @@ class ReplayTarget : public PooledTarget {
       }
     }
     if (fault_ == Fault::GraphTailProcessed) commit_graph_tail(wire);
+    if (fault_ == Fault::CommitWritesReadSlot)  // the fault: the new state lands in the read slot too
+      for (const auto& r : b.rows)
+        if (r.slot != kPadSlot && r.write_slot != kPadSlot && r.write_slot != r.slot && r.accepted > 0)
+          for (std::int32_t l = 0; l < s_.cfg.num_layers; ++l) put(l, r.slot, get(l, r.write_slot));
   }
 
  private:

@@ -49,7 +49,8 @@ class NumpyReplay(Target):
         return {"name": "numpy-replay" + (f"+{self.fault}" if self.fault else ""), "tier": "fp32",
                 "bit_exact": False, "pad_outputs_zero": True, "design": "replay", "copy_slot": True,
                 "l2norms": ["rsqrt_mul", "div_sqrt"], "kda_gates": ["softplus", "lower_bound_sigmoid"],
-                "pad_conventions": ["minus_one", "null_block", "pad_slot"], "graph_padding": True}
+                "pad_conventions": ["minus_one", "null_block", "pad_slot"], "graph_padding": True,
+                "out_of_place_commit": True}
 
     def _pad(self, r) -> bool:
         """No state for this row (Row.is_pad); the graph_tail_processed fault sees only the PAD sentinel."""

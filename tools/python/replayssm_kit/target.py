@@ -56,7 +56,7 @@ class Row:
     graph_tail    (protocol 1.1) a row of a captured batch beyond live_rows: its fields are stale (slot ids of an
                   earlier, larger batch) or PAD; it is a PAD row whatever its slot says;
     pad_sentinel  the slot PAD rows carry under the case's PAD convention (-1, 0 for "null_block", num_slots - 1
-                  for "pad_slot"; docs/target-protocol.md, "Graph padding and PAD conventions").
+                  for "pad_slot"; docs/target-protocol.md, "Graph padding, PAD conventions and out-of-place commits").
     """
 
     slot: int
@@ -92,7 +92,8 @@ class Target:
     def capabilities(self) -> dict:
         """The hello answer's capabilities (docs/target-protocol.md, "Capabilities"): name, ops, act_dtypes,
         state_dtypes, layouts, l2norms, kda_gates, round_beta_to_act, gva_ratios, K, V, max_T, max_layers,
-        copy_slot, bit_exact, tier, pad_outputs_zero, design, fixture_ops, pad_conventions, graph_padding.
+        copy_slot, bit_exact, tier, pad_outputs_zero, design, fixture_ops, pad_conventions, graph_padding,
+        out_of_place_commit.
         Missing keys take the protocol's
         defaults; the generator produces only what is covered."""
         return {}

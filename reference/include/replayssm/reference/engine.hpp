@@ -46,6 +46,8 @@ class Engine {
   // the pad_slot convention every step may write the dedicated pad slot (its contents are don't-care).
   const std::vector<std::int32_t>& last_written() const { return last_written_; }
   const std::vector<std::int32_t>& last_kept() const { return last_kept_; }
+  // The read slots of the last step's out-of-place commits: bitwise unchanged on every target.
+  const std::vector<std::int32_t>& last_read_only() const { return last_read_only_; }
   // Token layout of the last step: per row (in batch order, PAD rows included) its offset and length.
   struct PackedRow {
     std::int32_t req;  // -1 for PAD and graph tail rows
@@ -98,6 +100,7 @@ class Engine {
   std::map<std::int32_t, Request> requests_;
   std::vector<std::int32_t> last_written_;
   std::vector<std::int32_t> last_kept_;
+  std::vector<std::int32_t> last_read_only_;
   std::vector<PackedRow> last_rows_;
   // The persistent, capacity-sized index buffer of captured steps (max_rows() rows, kPadSlot for PAD): what
   // the last captured step of each size left in it, accepted counts included.

@@ -38,6 +38,7 @@ enum class Fault : std::uint8_t {
   PadSentinelZero,            // slot 0 is taken for the PAD sentinel whatever the convention: under -1, the live
                               // request in slot 0 is skipped (no outputs, no commit)
   PadIndexWraps,              // a PAD index -1 wraps to the last pool slot (pool[-1]) and is committed there
+  CommitWritesReadSlot,       // an out-of-place commit also stores the new state into the read slot
 };
 std::string to_string(Fault f);
 Fault parse_fault(const std::string& s);  // Error("fault") listing the names

@@ -6,7 +6,8 @@
 //   3. committed states of every resident request in every layer, and the oracle against its own
 //      recomputation from history;
 //   4. slots outside the command's write set and the gaps after slots stay bitwise unchanged; commits with
-//      n = 0 leave their slot's bytes unchanged (every target but the spec ring, whose cursors move instead).
+//      n = 0 leave their slot's bytes unchanged (every target but the spec ring, whose cursors move instead);
+//      the read slot of an out-of-place commit stays bitwise unchanged.
 #pragma once
 
 #include <optional>

@@ -31,7 +31,7 @@
 namespace replayssm::ref {
 
 // How PAD rows (CUDA-graph padding) name their slot in the rows a target receives (docs/target-protocol.md,
-// "Graph padding and PAD conventions"):
+// "Graph padding, PAD conventions and out-of-place commits"):
 //   MinusOne  — slot -1 (kPadSlot); every slot in [0, num_slots) may hold a request;
 //   NullBlock — slot 0, a null block that is never allocated to a request (index <= 0 is padding);
 //   PadSlot   — slot num_slots - 1, a dedicated pad slot that is never allocated; a target may run PAD rows as
@@ -143,6 +143,8 @@ class Target {
   // are not covered) and whether it handles captured batches with a graph tail (TargetRow::graph_tail).
   virtual std::vector<PadConvention> pad_conventions() const { return {PadConvention::MinusOne}; }
   virtual bool graph_padding() const { return false; }
+  // Whether verify rows may commit out of place (write_slot != slot, the read slot left bitwise untouched).
+  virtual bool out_of_place_commit() const { return false; }
   virtual void setup(const EngineSetup& s) = 0;
   // A slot is (re)allocated to a request: reset per-slot bookkeeping (ring cursors). Pool data stays.
   virtual void allocate(std::int32_t slot) = 0;
