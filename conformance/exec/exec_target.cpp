@@ -90,6 +90,13 @@ Capabilities Capabilities::from_json(const json& j) {
   for (std::size_t i = 0; i < c.fixture_ops.size(); ++i)
     for (std::size_t k = 0; k < i; ++k)
       require(c.fixture_ops[k] != c.fixture_ops[i], p + "fixture_ops", "lists '", c.fixture_ops[i], "' twice");
+  c.pad_conventions = list_of<ref::PadConvention>(j, "pad_conventions", c.pad_conventions,
+                                                  [](const json& e, const std::string& f) {
+                                                    return ref::parse_pad_convention(str_of(e, f), f);
+                                                  });
+  require(!c.pad_conventions.empty(), p + "pad_conventions", "must name at least one convention");
+  c.graph_padding = bool_of(j, "graph_padding", c.graph_padding);
+  c.out_of_place_commit = bool_of(j, "out_of_place_commit", c.out_of_place_commit);
   c.round_beta_to_act = bool_of(j, "round_beta_to_act", c.round_beta_to_act);
   c.copy_slot = bool_of(j, "copy_slot", c.copy_slot);
   c.bit_exact = bool_of(j, "bit_exact", c.bit_exact);
@@ -123,7 +130,8 @@ json Capabilities::to_json() const {
               {"max_layers", max_layers},        {"copy_slot", copy_slot},
               {"bit_exact", bit_exact},          {"tier", to_string(tier)},
               {"pad_outputs_zero", pad_outputs_zero}, {"design", design},
-              {"fixture_ops", fixture_ops}};
+              {"fixture_ops", fixture_ops},      {"pad_conventions", names(pad_conventions)},
+              {"graph_padding", graph_padding},  {"out_of_place_commit", out_of_place_commit}};
 }
 
 std::string Capabilities::unsupported(const ModelConfig& cfg, int max_T_wanted) const {
@@ -321,6 +329,13 @@ const Tensor& tensor(const Frame& f, const std::string& name, DType dtype, const
   return it->second;
 }
 
+// Rows before the graph tail (protocol 1.2's live_rows; all rows of an eager step).
+std::int64_t live_rows(const std::vector<ref::TargetRow>& rows) {
+  std::int64_t n = 0;
+  while (n < static_cast<std::int64_t>(rows.size()) && !rows[static_cast<std::size_t>(n)].graph_tail) ++n;
+  return n;
+}
+
 class ExecTarget : public ref::Target {
  public:
   explicit ExecTarget(std::string command) : command_(std::move(command)), conn_(connect(command_)) {}
@@ -335,6 +350,9 @@ class ExecTarget : public ref::Target {
     return conn_->caps().unsupported(cfg, max_T);
   }
   bool implements_copy() const override { return conn_->caps().copy_slot; }
+  std::vector<ref::PadConvention> pad_conventions() const override { return conn_->caps().pad_conventions; }
+  bool graph_padding() const override { return conn_->caps().graph_padding; }
+  bool out_of_place_commit() const override { return conn_->caps().out_of_place_commit; }
 
   void setup(const ref::EngineSetup& s) override {
     const std::string why = conn_->caps().unsupported(s.cfg, s.max_T);
@@ -368,7 +386,8 @@ class ExecTarget : public ref::Target {
     const auto& cfg = s_.cfg;
     const std::int64_t N = inputs.empty() ? 0 : inputs[0].T;
     Frame f;
-    f.msg = json{{"op", "step"}, {"rows", ref::rows_to_json(rows, true)}, {"total_tokens", N}};
+    f.msg = json{{"op", "step"}, {"rows", ref::rows_to_json(rows, true)}, {"total_tokens", N},
+                 {"live_rows", live_rows(rows)}};
     for (std::size_t l = 0; l < inputs.size(); ++l) {
       const auto& in = inputs[l];
       const std::string sfx = "." + std::to_string(l);
@@ -389,7 +408,7 @@ class ExecTarget : public ref::Target {
 
   void commit(const std::vector<ref::TargetRow>& rows) override {
     Frame f;
-    f.msg = json{{"op", "commit"}, {"rows", ref::rows_to_json(rows, false)}};
+    f.msg = json{{"op", "commit"}, {"rows", ref::rows_to_json(rows, false)}, {"live_rows", live_rows(rows)}};
     mutate(f, "commit");
   }
 

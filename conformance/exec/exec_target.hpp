@@ -25,7 +25,8 @@
 namespace replayssm::exec {
 
 // 1.1 added the `fixture` command (the fixture-op capability).
-inline constexpr int kProtocolMajor = 1, kProtocolMinor = 1;
+// 1.2 added graph padding, PAD conventions and out-of-place commits.
+inline constexpr int kProtocolMajor = 1, kProtocolMinor = 2;
 inline constexpr const char* kProtocolName = "replayssm.target";
 
 // What an implementation says it can do (the "capabilities" object of its hello answer).
@@ -51,6 +52,11 @@ struct Capabilities {
                                                            // a subset of kFixtureOps, no op twice
   int protocol_minor = kProtocolMinor;                     // the minor version the implementation answered (not
                                                            // part of the capabilities object; `fixture` needs >= 1)
+  // Protocol 1.2 (docs/target-protocol.md, "Graph padding, PAD conventions and out-of-place commits"): the PAD conventions it follows
+  // and whether it handles captured batches whose rows beyond live_rows are a stale or PAD graph tail.
+  std::vector<ref::PadConvention> pad_conventions{ref::PadConvention::MinusOne};
+  bool graph_padding = false;
+  bool out_of_place_commit = false;  // verify rows with write_slot != slot (the read slot left untouched)
 
   // Reads the hello answer's "capabilities" object; Error("target.hello.capabilities.<key>").
   static Capabilities from_json(const nlohmann::json& j);

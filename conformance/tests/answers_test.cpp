@@ -130,3 +130,23 @@ TEST(ExecAnswers, FixtureAnswer) {
   unprefixed.tensors.erase("out.o");
   EXPECT_EQ(field(unprefixed), "target.fixture.o");
 }
+
+// Protocol 1.2: the PAD conventions and graph padding an implementation claims (defaults: minus_one, none).
+TEST(ExecAnswers, PadConventionsAndGraphPaddingCapabilities) {
+  const auto plain = exec::parse_hello_answer(hello());
+  EXPECT_EQ(plain.pad_conventions, std::vector<ref::PadConvention>{ref::PadConvention::MinusOne});
+  EXPECT_FALSE(plain.graph_padding);
+  json h = hello();
+  h["version"] = {1, 2};
+  h["capabilities"] = {{"pad_conventions", {"null_block", "pad_slot"}}, {"graph_padding", true}};
+  const auto c = exec::parse_hello_answer(h);
+  EXPECT_EQ(c.pad_conventions, (std::vector<ref::PadConvention>{ref::PadConvention::NullBlock, ref::PadConvention::PadSlot}));
+  EXPECT_TRUE(c.graph_padding);
+  EXPECT_EQ(exec::Capabilities::from_json(c.to_json()).pad_conventions, c.pad_conventions);
+  for (const json& bad : {json{{"pad_conventions", {"zero"}}}, json{{"pad_conventions", json::array()}},
+                          json{{"pad_conventions", "null_block"}}})
+    EXPECT_EQ(field_of([&] { exec::Capabilities::from_json(bad); }), "target.hello.capabilities.pad_conventions")
+        << bad.dump();
+  EXPECT_EQ(field_of([] { exec::Capabilities::from_json(json{{"graph_padding", 1}}); }),
+            "target.hello.capabilities.graph_padding");
+}

@@ -77,12 +77,10 @@ FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress) {
     const std::uint64_t case_seed = *rc::gen::arbitrary<std::uint64_t>();
     const auto setup = setup_for(opt, case_seed);
     ++case_no;
-    try {
-      check_lifecycle(setup, opt.target, opt.fault, &last_seq, &last_reason);
-    } catch (...) {
-      last_setup = setup;
-      throw;
-    }
+    LifecycleJudging judging;
+    judging.failed_setup = &last_setup;  // the setup the case ran with (its PAD convention drawn per case)
+    judging.trace_expressible = opt.trace_expressible;
+    check_lifecycle(setup, opt.target, opt.fault, &last_seq, &last_reason, judging);
     if (progress) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       *progress << "\r[fuzz " << opt.target << "] run " << case_no << " (" << s << " s)" << std::flush;

@@ -28,6 +28,9 @@ struct FuzzOptions {
   DType ring_record_dtype = DType::F32;
   ref::Fault fault = ref::Fault::None;
   std::string dump_dir;            // where a failing case is written ("" = current directory)
+  // Generate only what a trace fixture records (the minus_one PAD convention, no captured steps, in-place
+  // commits), so that a failing case can be exported as a trace (fuzz --export-trace).
+  bool trace_expressible = false;
 };
 
 struct FuzzReport {

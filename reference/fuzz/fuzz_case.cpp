@@ -24,7 +24,7 @@ ref::EngineSetup parse_setup(const std::string& text) {
   const std::string f = meta_field("setup");
   const nlohmann::json sj = parse_strict_json(text, f);
   require_only_keys(sj, {"config", "num_slots", "slot_stride", "max_T", "ring_B", "ring_T", "recon",
-                         "ring_record_dtype", "page_tokens"}, f);
+                         "ring_record_dtype", "page_tokens", "pad_convention"}, f);
   auto num = [&](const char* key, std::int64_t lo, std::int64_t hi) {
     return json_int(require_key(sj, key, f), f + "." + key, lo, hi);
   };
@@ -47,6 +47,10 @@ ref::EngineSetup parse_setup(const std::string& text) {
   require(s.record_dtype == DType::F32 || s.record_dtype == DType::BF16, f + ".ring_record_dtype",
           "must be F32 or BF16");
   s.page_tokens = static_cast<std::int32_t>(num("page_tokens", 1, kCaseMaxPageTokens));
+  if (sj.contains("pad_convention")) {  // optional: absent means minus_one
+    s.pad_convention = ref::parse_pad_convention(str("pad_convention"), f + ".pad_convention");
+    require(s.num_slots >= 2, f + ".pad_convention", "reserves a slot and needs num_slots >= 2");
+  }
   const std::int64_t stride = s.slot_stride == 0 ? s.cfg.state_elems() : s.slot_stride;
   require(stride >= s.cfg.state_elems(), f + ".slot_stride", "must be 0 or >= HV*K*V = ", s.cfg.state_elems());
   // Pool bytes, overflow-safe: every factor is positive.
@@ -86,6 +90,11 @@ void check_command(const ref::Cmd& c, const ref::EngineSetup& s, const std::stri
             " rows, more than num_slots = ", s.num_slots);
     require(static_cast<std::int64_t>(c.pad_at.size()) <= kCaseMaxPads, f + ".pad_at", "has ", c.pad_at.size(),
             " PAD rows, more than ", kCaseMaxPads);
+    require(c.graph <= s.max_rows(), f + ".graph", "is ", c.graph, ", more than max_rows = num_slots + 8 = ",
+            s.max_rows());
+    for (std::size_t i = 0; i < c.rows.size(); ++i)
+      require(c.rows[i].to_slot < s.num_slots, f + ".rows[" + std::to_string(i) + "].to_slot", "is ", c.rows[i].to_slot,
+              ", outside [0, num_slots = ", s.num_slots, ")");
     for (std::size_t i = 0; i < c.rows.size(); ++i)
       require(c.rows[i].T <= s.max_T, f + ".rows[" + std::to_string(i) + "].T", "is ", c.rows[i].T,
               ", more than max_T = ", s.max_T);

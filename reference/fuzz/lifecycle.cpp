@@ -11,7 +11,7 @@ using Status = ModelRequest::Status;
 std::vector<std::int32_t> LifecycleModel::free_slots() const {
   std::vector<std::int32_t> f;
   for (std::int32_t s = 0; s < num_slots; ++s) {
-    bool used = false;
+    bool used = s == reserved_slot;
     for (const auto& [id, r] : reqs) used = used || (r.status != Status::Finished && r.slot == s);
     if (!used) f.push_back(s);
   }
@@ -40,7 +40,9 @@ void LifecycleModel::apply(const Cmd& c) {
           q.committed += n;
           q.fresh = false;
         } else {  // a verify window: the accepted run, cut at the stop token, which ends the request
-          q.committed += r.stop_at > 0 ? std::min(r.accepted, r.stop_at) : r.accepted;
+          const std::int32_t n = r.stop_at > 0 ? std::min(r.accepted, r.stop_at) : r.accepted;
+          q.committed += n;
+          if (r.to_slot >= 0 && n > 0) q.slot = r.to_slot;  // an out-of-place commit that writes moves it
           if (r.stop_at > 0) {
             q.status = Status::Finished;
             q.slot = -1;
@@ -165,17 +167,40 @@ struct Step : LifecycleCommand {
       r.accepted = *rc::gen::oneOf(rc::gen::just(0), rc::gen::just(r.T), uniform<int>(0, r.T + 1));
       if (r.accepted > 0 && *uniform<int>(0, 8) == 0) r.stop_at = *uniform<int>(1, r.accepted + 1);
       r.seed = *rc::gen::resize(100, rc::gen::arbitrary<std::uint64_t>());
+      // Out-of-place commits (double buffers): a quarter of the verify rows write a free slot nobody else in
+      // the step writes; the read slot must stay bitwise unchanged.
+      if (m.out_of_place && m.reqs.at(id).pending == 0 && *uniform<int>(0, 4) == 3) {
+        std::vector<std::int32_t> dst;
+        for (auto s : m.free_slots()) {
+          bool taken = false;
+          for (const auto& o : c.rows) taken = taken || o.to_slot == s;
+          if (!taken) dst.push_back(s);
+        }
+        if (!dst.empty()) r.to_slot = pick(dst);
+      }
       c.rows.push_back(r);
     }
     const int pads = *uniform<int>(0, 3);
     for (int i = 0; i < pads; ++i) c.pad_at.push_back(*uniform<int>(0, static_cast<int>(c.rows.size()) + 1));
     RC_PRE(!c.rows.empty() || !c.pad_at.empty());  // an all-padding batch is a case; an empty one is not
+    if (m.graph && *uniform<int>(0, 2) != 0) {  // shrinks toward an eager step
+      // A captured batch: one of the captured sizes (powers of two, and the capacity) that holds the live
+      // rows; its tail is mostly what earlier captured steps left in the index buffer.
+      const auto live = static_cast<std::int32_t>(c.rows.size() + c.pad_at.size());
+      std::vector<std::int32_t> sizes;
+      for (std::int32_t z = 1; z < m.max_rows; z *= 2)
+        if (z >= live) sizes.push_back(z);
+      sizes.push_back(m.max_rows);
+      c.graph = pick(sizes);
+      c.stale_tail = *uniform<int>(0, 4) != 0;
+    }
   }
   void checkPreconditions(const LifecycleModel& m) const override {
     RC_PRE(!c.rows.empty() || !c.pad_at.empty());
     for (const auto& r : c.rows) {
       const auto it = m.reqs.find(r.req);
       RC_PRE(it != m.reqs.end() && it->second.status == Status::Running);
+      RC_PRE(r.to_slot < 0 || (it->second.pending == 0 && contains(m.free_slots(), r.to_slot)));
     }
   }
 };
@@ -267,10 +292,27 @@ std::vector<ref::Cmd> generate_commands(std::int32_t num_slots, std::int32_t max
 
 void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, ref::Fault fault,
                      std::vector<ref::Cmd>* last_failure, std::string* last_reason, const LifecycleJudging& judging) {
+  ref::EngineSetup s = setup;
+  bool graph = false, out_of_place = false;
+  {
+    const auto probe = ref::make_target(target, fault);
+    std::vector<ref::PadConvention> conv = probe->pad_conventions();
+    // The others reserve a slot; trace fixtures record only minus_one.
+    if (s.num_slots < 2 || judging.trace_expressible) conv = {ref::PadConvention::MinusOne};
+    RC_ASSERT(!conv.empty());
+    s.pad_convention = conv[*uniform<std::size_t>(0, conv.size())];
+    graph = probe->graph_padding() && !judging.trace_expressible;
+    out_of_place = probe->out_of_place_commit() && !judging.trace_expressible;
+  }
   LifecycleModel m0;
-  m0.num_slots = setup.num_slots;
-  m0.max_T = setup.max_T;
-  LifecycleSut sut{ref::Judge(setup, target, fault, judging.tier), {}};
+  m0.num_slots = s.num_slots;
+  m0.max_T = s.max_T;
+  m0.reserved_slot = s.reserved_slot();
+  m0.graph = graph;
+  m0.max_rows = s.max_rows();
+  m0.out_of_place = out_of_place;
+  if (judging.failed_setup) *judging.failed_setup = s;
+  LifecycleSut sut{ref::Judge(s, target, fault, judging.tier), {}};
   m0.allow_copy = sut.judge.sut().target().implements_copy();
   try {
     const auto cmds = *command_gen(m0);
@@ -278,14 +320,16 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
     // Coverage tags (printed by RapidCheck with the success message): sequence length and which
     // lifecycle events the case exercised.
     const auto& ex = sut.judge.executed();
-    bool cont = false, copy = false, resume = false, stop = false;
+    bool cont = false, copy = false, resume = false, stop = false, stale = false, moved = false;
     int verify_rows = 0;
     for (const auto& c : ex) {
+      stale = stale || (c.graph > 0 && c.stale_tail);
       cont = cont || c.kind == Cmd::Kind::Continue;
       copy = copy || c.kind == Cmd::Kind::Copy;
       resume = resume || c.kind == Cmd::Kind::Resume;
       for (const auto& r : c.rows) {
         stop = stop || r.stop_at > 0;
+        moved = moved || r.to_slot >= 0;
         ++verify_rows;
       }
     }
@@ -295,6 +339,9 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
     RC_CLASSIFY(resume, "resume");
     RC_CLASSIFY(stop, "early stop");
     RC_CLASSIFY(verify_rows >= 20, "rows>=20");
+    RC_CLASSIFY(stale, "graph stale tail");
+    RC_CLASSIFY(moved, "out-of-place commit");
+    RC_TAG("pad " + ref::to_string(s.pad_convention));
   } catch (...) {
     if (!sut.failure.empty()) {
       if (last_failure) *last_failure = sut.judge.executed();

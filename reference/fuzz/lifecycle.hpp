@@ -28,6 +28,10 @@ struct LifecycleModel {
   std::int32_t num_slots = 4;
   std::int32_t max_T = 4;
   bool allow_copy = true;  // false: the target does not implement copy_slot (Target::implements_copy)
+  std::int32_t reserved_slot = -1;  // never allocated: the PAD convention's null block or pad slot (-1: none)
+  bool graph = false;               // steps may run as captured batches (Target::graph_padding)
+  std::int32_t max_rows = 0;        // capacity of a captured batch (EngineSetup::max_rows)
+  bool out_of_place = false;        // verify rows may commit into another slot (Target::out_of_place_commit)
   std::int32_t next_id = 0;
   std::map<std::int32_t, ModelRequest> reqs;
   std::vector<std::int32_t> free_slots() const;
@@ -50,12 +54,18 @@ struct LifecycleSut {
 // value comparison (report and tolerance) of the last failure is stored.
 struct LifecycleJudging {
   std::optional<Tier> tier;
+  // The setup a failing case ran with (its PAD convention is drawn per case among the target's).
+  ref::EngineSetup* failed_setup = nullptr;
+  // Only what trace fixtures record: the minus_one PAD convention, eager steps, in-place commits (export_trace).
+  bool trace_expressible = false;
   std::optional<CompareReport>* failed_comparison = nullptr;
   Tolerance* failed_tolerance = nullptr;
 };
 
-// Runs one generated command sequence (call inside a RapidCheck property). On the first disagreement it
-// records the failure, stores the executed sequence in *last_failure (if non-null) and fails the property.
+// Runs one generated command sequence (call inside a RapidCheck property). The case's PAD convention is drawn
+// among those the target follows (Target::pad_conventions) and replaces setup's; captured steps with graph
+// tails are generated only for a target that claims graph_padding. On the first disagreement it records the
+// failure, stores the executed sequence in *last_failure (if non-null) and fails the property.
 void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, ref::Fault fault,
                      std::vector<ref::Cmd>* last_failure = nullptr, std::string* last_reason = nullptr,
                      const LifecycleJudging& judging = {});

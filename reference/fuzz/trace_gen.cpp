@@ -54,6 +54,18 @@ std::vector<std::string> write_trace_set(const TraceSetOptions& o, const std::st
 }
 
 void export_trace(const DumpedCase& c, const std::string& path, const std::string& source) {
+  // Trace fixtures (format and kit replay) record eager steps under the -1 PAD convention only: a captured
+  // step's graph tail or another convention would replay as live rows in a consumer that predates them.
+  require(c.setup.pad_convention == ref::PadConvention::MinusOne, "export-trace",
+          "trace fixtures record only the minus_one PAD convention; this case runs under ",
+          ref::to_string(c.setup.pad_convention));
+  for (std::size_t i = 0; i < c.commands.size(); ++i)
+    require(c.commands[i].graph == 0, "export-trace", "command ", i,
+            " is a captured step (graph tail), which trace fixtures do not record");
+  for (std::size_t i = 0; i < c.commands.size(); ++i)
+    for (const auto& r : c.commands[i].rows)
+      require(r.to_slot < 0, "export-trace", "command ", i,
+              " commits out of place, which trace fixtures do not record");
   const auto dir = std::filesystem::path(path).parent_path();
   if (!dir.empty()) std::filesystem::create_directories(dir);
   save_fixture(path, ref::trace_to_fixture(ref::record_trace(c.setup, c.commands, 0, source)));

@@ -32,11 +32,17 @@ nlohmann::json Cmd::to_json() const {
   switch (kind) {
     case Kind::Step: {
       auto rs = nlohmann::json::array();
-      for (const auto& r : rows)
+      for (const auto& r : rows) {
         rs.push_back({{"req", r.req}, {"T", r.T}, {"accepted", r.accepted}, {"stop_at", r.stop_at},
                       {"seed", std::to_string(r.seed)}});
+        if (r.to_slot >= 0) rs.back()["to_slot"] = r.to_slot;  // out-of-place commits only
+      }
       j["rows"] = rs;
       j["pad_at"] = pad_at;
+      if (graph > 0) {
+        j["graph"] = graph;
+        j["stale_tail"] = stale_tail;
+      }
       break;
     }
     default:
@@ -69,14 +75,22 @@ Cmd Cmd::from_json(const nlohmann::json& j, const std::string& field) {
     }
   require(found, field + ".kind", "unknown command kind '", k, "'");
   if (c.kind == Kind::Step) {
-    require_only_keys(j, {"kind", "rows", "pad_at"}, field);
+    require_only_keys(j, {"kind", "rows", "pad_at", "graph", "stale_tail"}, field);
+    require(j.contains("graph") == j.contains("stale_tail"), field + (j.contains("graph") ? ".stale_tail" : ".graph"),
+            "is missing (a captured step has both graph and stale_tail)");
+    if (j.contains("graph")) {
+      c.graph = static_cast<std::int32_t>(json_int(j.at("graph"), field + ".graph", 1, kI32Max));
+      require(j.at("stale_tail").is_boolean(), field + ".stale_tail", "must be true or false");
+      c.stale_tail = j.at("stale_tail").get<bool>();
+    }
     const nlohmann::json& rows = require_key(j, "rows", field);
     require(rows.is_array(), field + ".rows", "must be an array of rows");
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const std::string rf = field + ".rows[" + std::to_string(i) + "]";
-      require_only_keys(rows[i], {"req", "T", "accepted", "stop_at", "seed"}, rf);
+      require_only_keys(rows[i], {"req", "T", "accepted", "stop_at", "seed", "to_slot"}, rf);
       c.rows.push_back(RowSpec{i32(rows[i], "req", rf, 0), i32(rows[i], "T", rf, 1), i32(rows[i], "accepted", rf, 0),
                                i32(rows[i], "stop_at", rf, 0), seed(rows[i], rf)});
+      if (rows[i].contains("to_slot")) c.rows.back().to_slot = i32(rows[i], "to_slot", rf, 0);
     }
     const nlohmann::json& pads = require_key(j, "pad_at", field);
     require(pads.is_array(), field + ".pad_at", "must be an array of row indices");
@@ -101,9 +115,11 @@ std::string Cmd::str() const {
     os << " [";
     for (std::size_t i = 0; i < rows.size(); ++i)
       os << (i ? ", " : "") << "req" << rows[i].req << " T=" << rows[i].T << " n=" << rows[i].accepted
-         << (rows[i].stop_at ? " stop@" + std::to_string(rows[i].stop_at) : "");
+         << (rows[i].stop_at ? " stop@" + std::to_string(rows[i].stop_at) : "")
+         << (rows[i].to_slot >= 0 ? " ->slot" + std::to_string(rows[i].to_slot) : "");
     os << "]";
     if (!pad_at.empty()) os << " pads=" << pad_at.size();
+    if (graph > 0) os << " graph=" << graph << (stale_tail ? " stale-tail" : " pad-tail");
   } else {
     os << " req" << req;
     if (kind == Kind::Copy) os << " -> req" << req2;

@@ -43,6 +43,8 @@ Engine::Request& Engine::request(std::int32_t id) {
 
 void Engine::check_free_slot(std::int32_t s) const {
   require(s >= 0 && s < setup_.num_slots, "cmd.slot", "slot ", s, " outside [0, ", setup_.num_slots, ")");
+  require(s != setup_.reserved_slot(), "cmd.slot", "slot ", s, " is reserved for PAD rows (pad_convention ",
+          to_string(setup_.pad_convention), ")");
   for (const auto& [id, r] : requests_) require(r.slot != s, "cmd.slot", "slot ", s, " is in use");
 }
 
@@ -69,6 +71,7 @@ void Engine::start_fresh(Request& r, std::int32_t slot, const std::vector<Sequen
 std::vector<std::vector<float>> Engine::execute(const Cmd& c) {
   last_written_.clear();
   last_kept_.clear();
+  last_read_only_.clear();
   last_rows_.clear();
   switch (c.kind) {
     case Cmd::Kind::Admit: admit(c); return {};
@@ -165,6 +168,8 @@ Engine::PackedStep Engine::pack_step(const Cmd& c) const {
     require(running(r), "cmd.rows", "request ", rs.req, " is not running");
     TargetRow t;
     std::vector<SequenceInputs> tok;
+    require(r.pending[0].T == 0 || rs.to_slot < 0, "cmd.rows.to_slot", "request ", rs.req,
+            " is prefilling: only verify rows commit out of place");
     if (r.pending[0].T > 0) {  // prefill chunk: the whole chunk is committed
       const std::int32_t n = std::min(std::max(rs.T, 1), r.pending[0].T);
       for (const auto& p : r.pending) tok.push_back(p.slice(cfg, 0, n));
@@ -179,16 +184,50 @@ Engine::PackedStep Engine::pack_step(const Cmd& c) const {
               ", outside [0, accepted=", rs.accepted, "]");
       tok = new_tokens(rs.T, rs.seed);
       t.kind = RowKind::Verify;
-      t.row = BatchRow{r.slot, r.slot, rs.T, s.packed[0].T, rs.accepted};
+      if (rs.to_slot >= 0) check_free_slot(rs.to_slot);  // an out-of-place commit's destination
+      t.row = BatchRow{r.slot, rs.to_slot >= 0 ? rs.to_slot : r.slot, rs.T, s.packed[0].T, rs.accepted};
     }
     add(t, &rs, std::move(tok));
   }
   for (auto p : c.pad_at)
     if (p >= static_cast<std::int32_t>(c.rows.size())) add_pad();
+  if (c.graph > 0) add_graph_tail(c, s);
   std::vector<BatchRow> plain;
-  for (const auto& t : s.rows) plain.push_back(t.row);
+  for (const auto& t : canonical_rows(s.rows, setup_)) plain.push_back(t.row);
   validate_batch(plain, setup_.pool_geometry(), cfg, setup_.max_T, s.packed[0].T, true);
   return s;
+}
+
+void Engine::add_graph_tail(const Cmd& c, PackedStep& s) const {
+  const auto live = static_cast<std::int32_t>(s.rows.size());
+  require(c.graph >= live && c.graph <= setup_.max_rows(), "cmd.graph", "is ", c.graph, ", outside [rows = ", live,
+          ", max_rows = ", setup_.max_rows(), "]");
+  for (std::int32_t i = live; i < c.graph; ++i) {
+    TargetRow t;
+    if (c.stale_tail && !graph_buffer_.empty()) {
+      t = graph_buffer_[static_cast<std::size_t>(i)];
+    } else {  // a PAD sentinel row, T as the captured shape has it
+      const std::int32_t T = 1 + (i % setup_.max_T);
+      t.row = BatchRow{kPadSlot, kPadSlot, T, 0, T};
+    }
+    t.graph_tail = true;
+    t.row.token_offset = s.packed[0].T;  // dummy tokens after the live ones (the captured input buffer)
+    auto tok = new_tokens(t.row.T, kPadSeed);
+    append(setup_.cfg, s.packed, tok);
+    s.rows.push_back(t);
+    s.spec.push_back(nullptr);
+    s.tokens.push_back(std::move(tok));
+  }
+}
+
+std::vector<TargetRow> Engine::wire_rows(const std::vector<TargetRow>& rows) const {
+  std::vector<TargetRow> w = rows;
+  const std::int32_t sentinel = setup_.pad_sentinel();
+  for (auto& t : w) {
+    if (t.row.slot == kPadSlot) t.row.slot = sentinel;
+    if (t.row.write_slot == kPadSlot) t.row.write_slot = sentinel;
+  }
+  return w;
 }
 
 std::int32_t Engine::commit_length(const RowSpec& rs) const {
@@ -203,16 +242,32 @@ std::vector<std::vector<float>> Engine::step(const Cmd& c) {
   for (std::size_t i = 0; i < s.rows.size(); ++i) {
     const BatchRow& b = s.rows[i].row;
     last_rows_.push_back(PackedRow{s.spec[i] ? s.spec[i]->req : -1, b.token_offset, b.T});
-    if (b.slot != kPadSlot) last_written_.push_back(b.slot);
+    if (s.spec[i]) last_written_.push_back(b.write_slot);  // an out-of-place row's read slot is not written
+    if (s.spec[i] && b.write_slot != b.slot) {
+      last_read_only_.push_back(b.slot);
+      target_->allocate(b.write_slot);  // the destination slot is (re)allocated to the request
+    }
   }
-  auto out = target_->step(s.rows, s.packed);
+  if (setup_.pad_convention == PadConvention::PadSlot) last_written_.push_back(setup_.pad_sentinel());
+  auto out = target_->step(wire_rows(s.rows), s.packed);
   for (std::size_t i = 0; i < s.rows.size(); ++i) {
     if (!s.spec[i] || s.rows[i].kind != RowKind::Verify) continue;
     s.rows[i].row.accepted = commit_length(*s.spec[i]);
-    if (s.rows[i].row.accepted == 0) last_kept_.push_back(s.rows[i].row.slot);
+    if (s.rows[i].row.accepted == 0) last_kept_.push_back(s.rows[i].row.write_slot);
   }
-  target_->commit(s.rows);
+  target_->commit(wire_rows(s.rows));
   record_commits(s);
+  if (c.graph > 0) {  // the captured buffer keeps what this step wrote into its first c.graph rows
+    if (graph_buffer_.empty())
+      for (std::int32_t i = 0; i < setup_.max_rows(); ++i) {
+        const std::int32_t T = 1 + (i % setup_.max_T);
+        graph_buffer_.push_back(TargetRow{BatchRow{kPadSlot, kPadSlot, T, 0, T}, RowKind::Verify, false, false});
+      }
+    for (std::size_t i = 0; i < s.rows.size(); ++i) {
+      graph_buffer_[i] = s.rows[i];
+      graph_buffer_[i].graph_tail = false;
+    }
+  }
   return out;
 }
 
@@ -230,6 +285,7 @@ void Engine::record_commits(const PackedStep& s) {
     }
     if (prefill) r.pending_fresh = false;
     if (n > 0) r.segments.push_back(n);
+    if (n > 0 && t.row.write_slot != t.row.slot) r.slot = t.row.write_slot;  // out of place: the request moves
     if (!prefill && s.spec[i]->stop_at > 0) {  // the stop token was accepted: the request ends here
       r.finished = true;
       r.slot = kPadSlot;

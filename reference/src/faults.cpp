@@ -28,6 +28,10 @@ const std::vector<FaultInfo>& fault_table() {
       {Fault::EarlyStopCommitsWholeRun, "early_stop_commits_whole_run", {"replay", "ring"}},
       {Fault::CopyDropsRingRecords, "copy_drops_ring_records", {"ring"}},
       {Fault::StopTokenPlusOne, "stop_token_plus_one", {"replay", "ring"}},
+      {Fault::GraphTailProcessed, "graph_tail_processed", {"replay"}},
+      {Fault::PadSentinelZero, "pad_sentinel_zero", {"replay"}},
+      {Fault::PadIndexWraps, "pad_index_wraps", {"replay"}},
+      {Fault::CommitWritesReadSlot, "commit_writes_read_slot", {"replay"}},
   };
   return t;
 }

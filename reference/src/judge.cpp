@@ -50,6 +50,8 @@ std::string Judge::apply(const Cmd& c) {
   } catch (const Error& e) {
     return std::string("implementation failed before the command: ") + e.what();
   }
+  std::map<std::int32_t, Before> pos;
+  for (const auto& [id, r] : oracle_.requests()) pos[id] = Before{r.history[0].T, r.slot};
   const auto out_o = oracle_.execute(c);  // an Error here means the command itself is invalid: propagate
   Outputs out_s;
   try {
@@ -61,7 +63,7 @@ std::string Judge::apply(const Cmd& c) {
   // there too (it crashed, hung, answered malformed data), which is a verdict, not a crash of the judge.
   try {
     std::string why;
-    if (c.kind == Cmd::Kind::Step && !(why = check_outputs(out_o, out_s)).empty()) return why;
+    if (c.kind == Cmd::Kind::Step && !(why = check_outputs(out_o, out_s, pos, c)).empty()) return why;
     if (!(why = check_requests()).empty()) return why;
     if (!(why = check_states()).empty()) return why;
     return check_untouched(c, before_o, before_s);
@@ -71,7 +73,8 @@ std::string Judge::apply(const Cmd& c) {
 }
 
 // 1. Outputs: real rows equal, PAD rows exactly zero (on both sides).
-std::string Judge::check_outputs(const Outputs& out_o, const Outputs& out_s) const {
+std::string Judge::check_outputs(const Outputs& out_o, const Outputs& out_s, const std::map<std::int32_t, Before>& before,
+                                 const Cmd& c) const {
   const auto& cfg = oracle_.setup().cfg;
   if (out_s.size() != out_o.size())
     return "implementation returned outputs for " + std::to_string(out_s.size()) + " layers, expected " +
@@ -95,6 +98,20 @@ std::string Judge::check_outputs(const Outputs& out_o, const Outputs& out_s) con
           return why.str();
         }
         continue;
+      }
+      // NaN tripwire: a non-finite output where the other side's is finite, or any on the oracle's side.
+      for (std::size_t e = 0; e < n; ++e) {
+        const bool oracle_bad = !std::isfinite(ro[e]);
+        if (!oracle_bad && std::isfinite(so[e])) continue;
+        const std::int32_t t = static_cast<std::int32_t>(e / per);
+        const auto at = before.find(pr.req);
+        why << "NaN tripwire: " << (oracle_bad ? "oracle" : "implementation") << " output " << (oracle_bad ? ro[e] : so[e])
+            << " (other side " << (oracle_bad ? so[e] : ro[e]) << ") at layer " << l << ", request " << pr.req
+            << ", slot " << (at != before.end() ? at->second.slot : -1) << ", token position "
+            << (at != before.end() ? at->second.position : 0) + t << " (window token " << t << "), command "
+            << executed_.size() - 1 << " [" << c.str() << "], (hv, v) = (" << (e % per) / cfg.V << ", " << e % cfg.V
+            << ")";
+        return why.str();
       }
       const auto rep = compare_values(ro, so, false);
       if (!rep.ok) {
@@ -159,6 +176,7 @@ std::string Judge::check_untouched(const Cmd& c, const Outputs& before_o, const 
     std::set<std::int32_t> allowed(e.last_written().begin(), e.last_written().end());
     std::set<std::int32_t> kept;
     if (e.target().design() != "spec_ring") kept.insert(e.last_kept().begin(), e.last_kept().end());
+    const std::set<std::int32_t> read_only(e.last_read_only().begin(), e.last_read_only().end());
     for (std::int32_t l = 0; l < setup.cfg.num_layers; ++l) {
       const auto now = e.target().pool(l);
       for (std::int32_t s = 0; s < setup.num_slots; ++s) {
@@ -167,10 +185,13 @@ std::string Judge::check_untouched(const Cmd& c, const Outputs& before_o, const 
         if (!same_bits(a + elems, b + elems, static_cast<std::size_t>(stride - elems)))
           return std::string(side ? "implementation" : "oracle") + ": gap after slot " + std::to_string(s) +
                  " (layer " + std::to_string(l) + ") was written";
-        if ((!allowed.count(s) || kept.count(s)) && !same_bits(a, b, static_cast<std::size_t>(elems)))
+        if ((!allowed.count(s) || kept.count(s) || read_only.count(s)) && !same_bits(a, b, static_cast<std::size_t>(elems)))
           return std::string(side ? "implementation" : "oracle") + ": slot " + std::to_string(s) + " (layer " +
                  std::to_string(l) + ") changed although the command " +
-                 (kept.count(s) ? "committed n = 0 for it" : "must not touch it") + " [" + c.str() + "]";
+                 (read_only.count(s) ? "only read it (out-of-place commit)"
+                  : kept.count(s)    ? "committed n = 0 for it"
+                                     : "must not touch it") +
+                 " [" + c.str() + "]";
       }
     }
   }

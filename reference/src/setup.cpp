@@ -21,11 +21,51 @@ void EngineSetup::validate() const {
   require(max_T >= 1, "max_T", "must be >= 1, got ", max_T);
   require(page_tokens >= 1, "page_tokens", "must be >= 1, got ", page_tokens);
   spec_ring.validate();
+  require(pad_convention == PadConvention::MinusOne || num_slots >= 2, "pad_convention",
+          "'", to_string(pad_convention), "' reserves a slot and needs num_slots >= 2, got ", num_slots);
+}
+
+std::string to_string(PadConvention c) {
+  switch (c) {
+    case PadConvention::MinusOne: return "minus_one";
+    case PadConvention::NullBlock: return "null_block";
+    case PadConvention::PadSlot: return "pad_slot";
+  }
+  return "?";
+}
+
+std::vector<PadConvention> all_pad_conventions() {
+  return {PadConvention::MinusOne, PadConvention::NullBlock, PadConvention::PadSlot};
+}
+
+PadConvention parse_pad_convention(const std::string& s, const std::string& field) {
+  for (auto c : all_pad_conventions())
+    if (s == to_string(c)) return c;
+  fail(field, "unknown PAD convention '", s, "' (minus_one, null_block, pad_slot)");
+}
+
+std::int32_t EngineSetup::pad_sentinel() const {
+  switch (pad_convention) {
+    case PadConvention::NullBlock: return 0;
+    case PadConvention::PadSlot: return num_slots - 1;
+    default: return kPadSlot;
+  }
+}
+
+std::vector<TargetRow> canonical_rows(const std::vector<TargetRow>& rows, const EngineSetup& s, bool zero_is_pad) {
+  std::vector<TargetRow> out = rows;
+  const std::int32_t sentinel = s.pad_sentinel();
+  for (auto& t : out) {
+    const bool pad = t.graph_tail || t.row.slot == sentinel || (zero_is_pad && t.row.slot == 0);
+    if (pad) t.row.slot = t.row.write_slot = kPadSlot;
+    t.graph_tail = false;
+  }
+  return out;
 }
 
 // The keys are part of the fuzz dump format (reference/fuzz/campaign.cpp reads them back).
 nlohmann::json EngineSetup::to_json() const {
-  return nlohmann::json{{"config", replayssm::to_json(cfg)},
+  nlohmann::json j{{"config", replayssm::to_json(cfg)},
                         {"num_slots", num_slots},
                         {"slot_stride", slot_stride},
                         {"max_T", max_T},
@@ -34,6 +74,8 @@ nlohmann::json EngineSetup::to_json() const {
                         {"recon", to_string(recon)},
                         {"ring_record_dtype", std::string(dtype_name(record_dtype))},
                         {"page_tokens", page_tokens}};
+  if (pad_convention != PadConvention::MinusOne) j["pad_convention"] = to_string(pad_convention);
+  return j;
 }
 
 namespace {
@@ -61,6 +103,8 @@ EngineSetup EngineSetup::from_json(const nlohmann::json& j, std::vector<LayerPar
   s.recon = parse_reconstruction(key<std::string>(j, "recon", field), field + ".recon");
   s.record_dtype = parse_dtype(key<std::string>(j, "ring_record_dtype", field), field + ".ring_record_dtype");
   s.page_tokens = key<std::int32_t>(j, "page_tokens", field);
+  if (j.contains("pad_convention"))
+    s.pad_convention = parse_pad_convention(key<std::string>(j, "pad_convention", field), field + ".pad_convention");
   s.params = std::move(params);
   s.poison = poison;
   s.validate();

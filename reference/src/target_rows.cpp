@@ -9,7 +9,7 @@ namespace replayssm::ref {
 
 nlohmann::json rows_to_json(const std::vector<TargetRow>& rows, bool at_step) {
   nlohmann::json a = nlohmann::json::array();
-  for (const auto& r : rows)
+  for (const auto& r : rows) {
     a.push_back(nlohmann::json{{"slot", r.row.slot},
                                {"write_slot", r.row.write_slot},
                                {"T", r.row.T},
@@ -17,6 +17,8 @@ nlohmann::json rows_to_json(const std::vector<TargetRow>& rows, bool at_step) {
                                {"accepted", at_step && r.kind == RowKind::Verify ? 0 : r.row.accepted},
                                {"kind", r.kind == RowKind::Prefill ? "prefill" : "verify"},
                                {"fresh", r.fresh}});
+    if (r.graph_tail) a.back()["graph_tail"] = true;  // protocol 1.2; absent means false
+  }
   return a;
 }
 
@@ -46,6 +48,12 @@ std::vector<TargetRow> rows_from_json(const nlohmann::json& j, const std::string
     t.kind = r.at("kind") == "prefill" ? RowKind::Prefill : RowKind::Verify;
     require(r.contains("fresh") && r.at("fresh").is_boolean(), f + ".fresh", "must be true or false");
     t.fresh = r.at("fresh").get<bool>();
+    if (r.contains("graph_tail")) {
+      require(r.at("graph_tail").is_boolean(), f + ".graph_tail", "must be true or false");
+      t.graph_tail = r.at("graph_tail").get<bool>();
+    }
+    require(t.graph_tail || rows.empty() || !rows.back().graph_tail, f + ".graph_tail",
+            "a live row follows a graph tail row (tail rows come after every live row)");
     rows.push_back(t);
   }
   return rows;

@@ -178,6 +178,7 @@ TEST(Trace, ExportedFuzzCaseFailsAtTheCommandTheJudgeFailedAndPassesForCorrectTa
     o.cases = 100;
     o.seed = 3;
     o.dump_dir = dir.string();
+    o.trace_expressible = true;  // as fuzz --export-trace runs it
     const auto r = fuzz::run_fuzz(o, nullptr);
     ASSERT_TRUE(r.failed) << ref::to_string(fault);
     const std::string why = fuzz::replay_dump(r.dump_path);
@@ -216,6 +217,10 @@ TEST(Trace, CommittedTracesCatchEveryTargetFaultOfTheCatalogue) {
     }
   for (ref::Fault fault : ref::all_faults()) {
     if (fault == ref::Fault::EarlyStopCommitsWholeRun || ref::shared_engine_fault(fault)) continue;
+    // Captured steps (graph tails) are outside what trace fixtures record (export_trace refuses them); the
+    // lifecycle teeth and graph_padding_test catch this fault.
+    // Out-of-place commits likewise (commit_writes_read_slot: the lifecycle teeth and graph_padding_test).
+    if (fault == ref::Fault::GraphTailProcessed || fault == ref::Fault::CommitWritesReadSlot) continue;
     bool caught = false;
     for (const auto& t : traces) {
       const auto target = ref::make_target(ref::fault_targets(fault).at(0), fault);

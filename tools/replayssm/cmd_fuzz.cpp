@@ -39,7 +39,8 @@ void register_fuzz(CLI::App& app) {
                 "first disagreement and the repro commands, campaigns the target does not cover as skipped");
   c->add_option("--export-trace", *export_to,
                 "Also write the failing (shrunk) case, or the --replay case, as a trace fixture (op lifecycle.trace) "
-                "that an implementation can replay without this project (replayssm_kit.trace)");
+                "that an implementation can replay without this project (replayssm_kit.trace); a campaign then "
+                "generates only what a trace records (the -1 PAD convention, no captured steps, in-place commits)");
   c->callback([c, a, lvl, replay, json_out, export_to, junit_out] {
     if (!replay->empty() && fuzz::is_engine_case(*replay)) {  // an engine-level case (docs/lifecycle.md)
       std::string notes;
@@ -80,7 +81,10 @@ void register_fuzz(CLI::App& app) {
       std::cout << "shard " << shard.str() << ": " << fuzz::shard_cases(a->cases, shard) << " of " << a->cases
                 << " cases from seed " << fuzz::shard_seed(a->seed, shard) << " (campaign seed " << a->seed << ")\n";
     for (const auto& t : targets_for(a->target, a->fault)) {
-      const auto r = fuzz::run_fuzz(options_for(*a, t), progress_stream());
+      auto o = options_for(*a, t);
+      // A case to export must be one a trace records: no captured steps, the -1 PAD convention.
+      o.trace_expressible = !export_to->empty();
+      const auto r = fuzz::run_fuzz(o, progress_stream());
       print_report(r, *a);
       auto j = campaign_record(r, *a);
       if (r.failed && !r.dump_path.empty() && !export_to->empty() && !exported) {

@@ -12,8 +12,9 @@ class FullStateTarget : public PooledTarget {
   std::string design() const override { return "full_state"; }
   bool bit_exact() const override { return true; }
 
-  std::vector<std::vector<float>> step(const std::vector<TargetRow>& rows,
+  std::vector<std::vector<float>> step(const std::vector<TargetRow>& wire,
                                        const std::vector<SequenceInputs>& inputs) override {
+    const auto rows = canonical_rows(wire, s_);
     auto out = zero_outputs(inputs);
     zero_fresh_slots(rows);
     batch_ = step_batch(rows, inputs.empty() ? 0 : inputs[0].T);
@@ -27,8 +28,8 @@ class FullStateTarget : public PooledTarget {
     batch::commit_copy(batch_, ls);  // prefill chunks: their whole window
     return out;
   }
-  void commit(const std::vector<TargetRow>& rows) override {
-    set_commit_counts(batch_, rows);
+  void commit(const std::vector<TargetRow>& wire) override {
+    set_commit_counts(batch_, canonical_rows(wire, s_));
     batch::commit_copy(batch_, layers(&scratch_, nullptr));
   }
 

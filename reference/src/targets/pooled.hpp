@@ -17,6 +17,11 @@ class PooledTarget : public Target {
  public:
   void setup(const EngineSetup& s) override;
   void allocate(std::int32_t) override {}
+  // The reference targets follow every PAD convention and skip graph tail rows (canonical_rows).
+  std::vector<PadConvention> pad_conventions() const override { return all_pad_conventions(); }
+  bool graph_padding() const override { return true; }
+  // batch::commit_copy / commit_replay write write_slot and only read slot.
+  bool out_of_place_commit() const override { return true; }
   // Copies every layer's checkpoint (the whole per-slot state of a pooled target).
   void copy_slot(std::int32_t src, std::int32_t dst) override;
   std::vector<float> committed_state(std::int32_t layer, std::int32_t slot) const override { return get(layer, slot); }

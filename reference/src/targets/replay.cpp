@@ -46,8 +46,10 @@ class ReplayTarget : public PooledTarget {
     payload_.assign(static_cast<std::size_t>(s.cfg.num_layers), {});
   }
 
-  std::vector<std::vector<float>> step(const std::vector<TargetRow>& rows,
+  std::vector<std::vector<float>> step(const std::vector<TargetRow>& wire,
                                        const std::vector<SequenceInputs>& inputs) override {
+    const auto rows = canonical_rows(wire, s_, fault_ == Fault::PadSentinelZero);
+    if (fault_ == Fault::GraphTailProcessed) tail_inputs_ = inputs;
     auto out = zero_outputs(inputs);
     zero_fresh_slots(rows);
     batch_ = step_batch(rows, inputs.empty() ? 0 : inputs[0].T);
@@ -60,9 +62,9 @@ class ReplayTarget : public PooledTarget {
     const auto ls = layers(nullptr, &payload_);
     for (std::size_t l = 0; l < ls.size(); ++l)
       batch::verify_replay(batch_, ls[l], inputs[l], out[l], batch::Store::Rounded, precision_);
-    if (fault_ == Fault::PadRowWritesSlot0) {
-      // The fault: padding rows alias slot 0 (their outputs are still discarded).
-      const batch::Batch alias = pad_rows_in_slot0(batch_, false);
+    if (fault_ == Fault::PadRowWritesSlot0 || fault_ == Fault::PadIndexWraps) {
+      // The fault: padding rows alias slot 0 or, indexed with -1, the last slot (their outputs are discarded).
+      const batch::Batch alias = pad_rows_alias(batch_, false, wire);
       for (std::size_t l = 0; l < ls.size(); ++l) {
         std::vector<float> discarded(out[l].size());
         batch::verify_replay(alias, ls[l], inputs[l], discarded);
@@ -72,12 +74,14 @@ class ReplayTarget : public PooledTarget {
     return out;
   }
 
-  void commit(const std::vector<TargetRow>& rows) override {
+  void commit(const std::vector<TargetRow>& wire) override {
+    const auto rows = canonical_rows(wire, s_, fault_ == Fault::PadSentinelZero);
     set_commit_counts(batch_, rows);
     for (std::size_t i = 0; i < rows.size(); ++i)
       if (rows[i].kind == RowKind::Verify && rows[i].row.slot != kPadSlot)
         batch_.rows[i].accepted = faulty_count(batch_.rows[i].accepted, batch_.rows[i].T);
-    const batch::Batch b = fault_ == Fault::PadRowWritesSlot0 ? pad_rows_in_slot0(batch_, true) : batch_;
+    const batch::Batch b =
+        fault_ == Fault::PadRowWritesSlot0 || fault_ == Fault::PadIndexWraps ? pad_rows_alias(batch_, true, wire) : batch_;
     batch::commit_replay(b, layers(nullptr, &payload_), precision_ ? precision_ : fault_hook(fault_));
     if (fault_ == Fault::TransposedLayout) {
       const StateLayout other = s_.cfg.layout == StateLayout::KV ? StateLayout::VK : StateLayout::KV;
@@ -87,6 +91,11 @@ class ReplayTarget : public PooledTarget {
           put(l, r.write_slot, convert_layout(s_.cfg, get(l, r.write_slot), s_.cfg.layout, other));
       }
     }
+    if (fault_ == Fault::GraphTailProcessed) commit_graph_tail(wire);
+    if (fault_ == Fault::CommitWritesReadSlot)  // the fault: the new state lands in the read slot too
+      for (const auto& r : b.rows)
+        if (r.slot != kPadSlot && r.write_slot != kPadSlot && r.write_slot != r.slot && r.accepted > 0)
+          for (std::int32_t l = 0; l < s_.cfg.num_layers; ++l) put(l, r.slot, get(l, r.write_slot));
   }
 
  private:
@@ -114,14 +123,41 @@ class ReplayTarget : public PooledTarget {
     if (fault_ == Fault::FullAcceptClamped && n == T && n > 1) n -= 1;
     return n;
   }
-  // PadRowWritesSlot0: every PAD row with a window reads (and, committing, writes) slot 0; in verify every
-  // real row is left out (it was verified already), in commit it stays as it is.
-  static batch::Batch pad_rows_in_slot0(const batch::Batch& b, bool commit) {
+  // GraphTailProcessed: the kernel runs the whole captured batch, so every graph tail row that holds a slot
+  // id (a stale row of an earlier, larger batch) is verified and committed with its stale accepted count
+  // into that slot, one row at a time (as a grid over the captured capacity would).
+  void commit_graph_tail(const std::vector<TargetRow>& wire) {
+    const std::int32_t sentinel = s_.pad_sentinel();
+    for (const auto& t : wire) {
+      if (!t.graph_tail || t.row.slot == sentinel || t.row.slot < 0 || t.row.slot >= s_.num_slots) continue;
+      const std::int32_t n = t.kind == RowKind::Prefill ? t.row.T : t.row.accepted;
+      if (n <= 0 || t.row.write_slot < 0 || t.row.write_slot >= s_.num_slots) continue;
+      batch::Batch one = batch_;
+      one.rows = {BatchRow{t.row.slot, t.row.write_slot, t.row.T, t.row.token_offset, 0}};
+      one.page_table = fresh_page_table(1);
+      one.validate();
+      if (t.kind == RowKind::Prefill && t.fresh) zero_fresh_slots({TargetRow{one.rows[0], RowKind::Prefill, true, false}});
+      std::vector<std::vector<float>> payload(pools_.size(), std::vector<float>(static_cast<std::size_t>(geo_.elems(s_.cfg))));
+      const auto ls = layers(nullptr, &payload);
+      for (std::size_t l = 0; l < ls.size(); ++l) {
+        std::vector<float> discarded(tail_inputs_[l].T * static_cast<std::size_t>(s_.cfg.HV * s_.cfg.V));
+        batch::verify_replay(one, ls[l], tail_inputs_[l], discarded);
+      }
+      one.rows[0].accepted = n;
+      batch::commit_replay(one, ls);
+    }
+  }
+  // PadRowWritesSlot0 / PadIndexWraps: every PAD row with a window reads (and, committing, writes) slot 0, or
+  // under the -1 convention the last slot (pool[-1]); in verify every real row is left out (it was verified
+  // already), in commit it stays as it is.
+  batch::Batch pad_rows_alias(const batch::Batch& b, bool commit, const std::vector<TargetRow>& wire) const {
     batch::Batch alias = b;
+    const std::int32_t to = fault_ == Fault::PadRowWritesSlot0 ? 0 : s_.num_slots - 1;
     for (std::size_t i = 0; i < alias.rows.size(); ++i) {
       BatchRow& r = alias.rows[i];
-      if (b.rows[i].slot == kPadSlot && r.T > 0) {
-        r.slot = r.write_slot = 0;
+      const bool wraps = fault_ == Fault::PadRowWritesSlot0 || wire[i].row.slot == -1;
+      if (b.rows[i].slot == kPadSlot && r.T > 0 && wraps) {
+        r.slot = r.write_slot = to;
         r.accepted = std::max(r.T, 1);  // a PAD row carries accepted = T
       } else if (!commit) {
         r.slot = r.write_slot = kPadSlot;
@@ -135,6 +171,7 @@ class ReplayTarget : public PooledTarget {
   PayloadGeometry geo_;
   batch::Batch batch_;
   std::vector<std::vector<float>> payload_;  // [layer][num_pages * page_tokens * row_width]
+  std::vector<SequenceInputs> tail_inputs_;  // GraphTailProcessed: the last step's packed tokens
   std::int64_t step_count_ = 0;
 };
 

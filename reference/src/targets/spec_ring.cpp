@@ -15,6 +15,8 @@ class SpecRingTarget : public PooledTarget {
   explicit SpecRingTarget(Fault f) : fault_(f) {}
   std::string name() const override { return "ring"; }
   std::string design() const override { return "spec_ring"; }
+  // Checkpoint, ring records and cursors live with one slot: commits are in place.
+  bool out_of_place_commit() const override { return false; }
   bool bit_exact() const override {
     return s_.recon == Reconstruction::Serial && s_.record_dtype == DType::F32 && s_.cfg.state_dtype == DType::F32;
   }
@@ -31,9 +33,10 @@ class SpecRingTarget : public PooledTarget {
     if (fault_ != Fault::StaleCursorOnSlotReuse) cursors_.at(static_cast<std::size_t>(slot)) = spec_ring_reset(s_.spec_ring);
   }
 
-  std::vector<std::vector<float>> step(const std::vector<TargetRow>& rows,
+  std::vector<std::vector<float>> step(const std::vector<TargetRow>& wire,
                                        const std::vector<SequenceInputs>& inputs) override {
     const auto& cfg = s_.cfg;
+    const auto rows = canonical_rows(wire, s_);
     auto out = zero_outputs(inputs);
     for (const auto& r : rows) {
       if (r.row.slot == kPadSlot) continue;  // no read, no write, zero output
@@ -47,9 +50,11 @@ class SpecRingTarget : public PooledTarget {
     return out;
   }
 
-  void commit(const std::vector<TargetRow>& rows) override {
-    for (const auto& r : rows) {
+  void commit(const std::vector<TargetRow>& wire) override {
+    for (const auto& r : canonical_rows(wire, s_)) {
       if (r.row.slot == kPadSlot || r.kind != RowKind::Verify) continue;
+      require(r.row.write_slot == r.row.slot, "commit.write_slot", "the spec ring commits in place (slot ",
+              r.row.slot, ", write_slot ", r.row.write_slot, ")");
       auto& cur = cursors_[static_cast<std::size_t>(r.row.slot)];
       const bool flushed = cur.is_flush;
       cur = spec_ring_commit(cur, s_.spec_ring, r.row.accepted);

@@ -4,7 +4,8 @@
 
 * step: verify every real row from its checkpoint in float32 (outputs only, no state stored) and capture
   each window token's raw k, v, a, b into a payload; prefill rows are committed at once (fresh ones start
-  from a zero state); PAD rows read and write no state and output zeros.
+  from a zero state); PAD rows (any of the three PAD conventions) and the graph tail of a captured batch
+  (rows from live_rows on) read and write no state and output zeros.
 * commit: replay the first n payload tokens of each verify row from the checkpoint and store the state,
   rounded once to the state dtype; n = 0 writes nothing.
 
@@ -16,8 +17,9 @@ committed static fixtures through it as well:
 
 `--fault off_by_one_accepted` seeds a bookkeeping bug (the commit replays n - 1 tokens) that a campaign
 must catch: replayssm fuzz --target exec:'python3 .../numpy_replay.py --fault off_by_one_accepted' ...
-(two more, pad_row_writes_slot0 and writes_gap, are caught only through `pool`: see FAULTS). One more,
-replay_commit_drops_last, is in the fixture ops only (numpy_fixture_ops.py): conform's fixture check catches it.
+(three more, pad_row_writes_slot0, graph_tail_processed and writes_gap, are caught only through `pool` and the
+PAD outputs: see FAULTS). One more, replay_commit_drops_last, is in the fixture ops only (numpy_fixture_ops.py):
+conform's fixture check catches it.
 """
 
 from __future__ import annotations
@@ -38,8 +40,9 @@ from replayssm_kit.target import Target, TargetError, serve  # noqa: E402
 
 # Seeded bugs, each visible to a different check of the judge: the committed states (off_by_one_accepted),
 # the untouched-slot check through `pool` (pad_row_writes_slot0: a PAD row's index -1 aliasing slot 0) and the
-# gaps through `pool` (writes_gap: a commit spills one element past the slot's state).
-FAULTS = ("off_by_one_accepted", "pad_row_writes_slot0", "writes_gap") + FIXTURE_FAULTS
+# gaps through `pool` (writes_gap: a commit spills one element past the slot's state); graph_tail_processed runs
+# a captured batch over its whole capacity, so the stale slot ids in its tail are verified and committed.
+FAULTS = ("off_by_one_accepted", "pad_row_writes_slot0", "writes_gap", "graph_tail_processed") + FIXTURE_FAULTS
 
 
 class NumpyReplay(Target):
@@ -51,7 +54,13 @@ class NumpyReplay(Target):
     def capabilities(self) -> dict:
         return {"name": "numpy-replay" + (f"+{self.fault}" if self.fault else ""), "tier": "fp32",
                 "bit_exact": False, "pad_outputs_zero": True, "design": "replay", "copy_slot": True,
-                "l2norms": ["rsqrt_mul", "div_sqrt"], "kda_gates": ["softplus", "lower_bound_sigmoid"]}
+                "l2norms": ["rsqrt_mul", "div_sqrt"], "kda_gates": ["softplus", "lower_bound_sigmoid"],
+                "pad_conventions": ["minus_one", "null_block", "pad_slot"], "graph_padding": True,
+                "out_of_place_commit": True}
+
+    def _pad(self, r) -> bool:
+        """No state for this row (Row.is_pad); the graph_tail_processed fault sees only the PAD sentinel."""
+        return r.slot == r.pad_sentinel if self.fault == "graph_tail_processed" else r.is_pad
 
     def setup(self, setup: dict, params: list) -> None:
         cfg = setup["config"]
@@ -102,7 +111,7 @@ class NumpyReplay(Target):
         n_tokens = inputs[0]["q"].shape[0]
         self._check(rows, n_tokens)
         for r in rows:
-            if not r.is_pad and r.is_prefill and r.fresh:
+            if not self._pad(r) and r.is_prefill and r.fresh:
                 for l in range(self.L):
                     self._put(l, r.slot, np.zeros(self.shape, dtype=np.float32))
         outputs, payload = [], []
@@ -113,8 +122,8 @@ class NumpyReplay(Target):
                 w = slice(r.token_offset, r.token_offset + r.T)
                 pad_aliases = self.fault == "pad_row_writes_slot0"
                 captured.append(tuple(x[name][w].copy() for name in ("k", "v", "a", "b"))
-                                if pad_aliases or not r.is_pad else None)
-                if r.is_pad:
+                                if pad_aliases or not self._pad(r) else None)
+                if self._pad(r):
                     continue
                 S = self._get(l, r.slot)
                 for t in range(r.token_offset, r.token_offset + r.T):
@@ -124,11 +133,11 @@ class NumpyReplay(Target):
         if self.fault == "pad_row_writes_slot0":
             for l in range(self.L):
                 for i, r in enumerate(rows):
-                    if r.is_pad and r.T > 0:
+                    if self._pad(r) and r.T > 0:
                         self._replay(l, 0, 0, payload[l][i], r.T)
         for l in range(self.L):  # prefill chunks are committed by the step itself
             for i, r in enumerate(rows):
-                if r.is_prefill and not r.is_pad and r.write_slot != -1 and r.T > 0:
+                if r.is_prefill and not self._pad(r) and r.write_slot != -1 and r.T > 0:
                     self._replay(l, r.slot, r.write_slot, payload[l][i], r.T)
         self.last = (rows, payload)
         return outputs
@@ -140,11 +149,11 @@ class NumpyReplay(Target):
         if [(r.slot, r.T) for r in rows] != [(r.slot, r.T) for r in stepped]:
             raise TargetError("rows", "are not the last step's rows")
         for i, r in enumerate(rows):
-            if not r.is_pad and not r.is_prefill and not 0 <= r.accepted <= r.T:
+            if not self._pad(r) and not r.is_prefill and not 0 <= r.accepted <= r.T:
                 raise TargetError(f"rows[{i}].accepted", f"is {r.accepted}, outside [0, {r.T}]")
         self.last = None
         for i, r in enumerate(rows):
-            if r.is_pad or r.is_prefill or r.write_slot == -1:
+            if self._pad(r) or r.is_prefill or r.write_slot == -1:
                 continue
             n = r.accepted - 1 if self.fault == "off_by_one_accepted" and r.accepted >= 1 else r.accepted
             if n == 0:

@@ -1,4 +1,4 @@
-"""Frames and digests of the target protocol (docs/target-protocol.md, version 1.1).
+"""Frames and digests of the target protocol (docs/target-protocol.md, version 1.2).
 
 A frame is an unsigned 64-bit little-endian length N, then N bytes that are a safetensors container whose
 __metadata__ holds exactly one key, "msg": a JSON object as text. The container's tensors are the frame's
@@ -23,7 +23,7 @@ import numpy as np
 from .safetensors_io import FormatError, parse_safetensors, serialize_safetensors
 
 PROTOCOL_NAME = "replayssm.target"
-VERSION = (1, 1)  # 1.1 added the `fixture` command
+VERSION = (1, 2)  # 1.1 added the `fixture` command; 1.2 graph padding, PAD conventions, out-of-place commits
 MAX_FRAME_BYTES = 8 << 30  # frames larger than 8 GiB are refused before anything is allocated
 
 

@@ -82,7 +82,7 @@ class _Loop:
 
     def step(self, frame):
         s = self.session
-        rows = parse_rows(frame.msg.get("rows"))
+        rows = parse_rows(frame.msg.get("rows"), s.pad_sentinel, frame.msg.get("live_rows"))
         n = integer(frame.msg, "total_tokens", "total_tokens", 0)
         inputs = [s.layer_inputs(frame, l, n) for l in range(s.L)]
         out = self.target.step(rows, inputs)
@@ -93,7 +93,8 @@ class _Loop:
         return {}, tensors
 
     def commit(self, frame):
-        self.target.commit(parse_rows(frame.msg.get("rows")))
+        s = self.session
+        self.target.commit(parse_rows(frame.msg.get("rows"), s.pad_sentinel, frame.msg.get("live_rows")))
         return {}, None
 
     def copy_slot(self, frame):
@@ -229,7 +230,7 @@ class InProcess:
     directly (replayssm_kit.trace replays trace fixtures through it).
 
         loop = InProcess(my_target)
-        answer, tensors = loop.call({"op": "hello", "protocol": "replayssm.target", "version": [1, 1]})
+        answer, tensors = loop.call({"op": "hello", "protocol": "replayssm.target", "version": [1, 2]})
 
     call() takes a command message and its tensors (name -> float32 array, with their protocol dtype names in
     `dtypes`) and returns the answer message and its tensors (name -> (array in the stored form of its dtype:

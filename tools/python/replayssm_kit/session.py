@@ -22,8 +22,12 @@ def integer(obj: dict, key: str, field: str, minimum: int | None = None) -> int:
     return x
 
 
-def parse_rows(rows) -> list:
-    """The `rows` of a step or commit as Row objects."""
+PAD_CONVENTIONS = ("minus_one", "null_block", "pad_slot")
+
+
+def parse_rows(rows, pad_sentinel: int = -1, live_rows=None) -> list:
+    """The `rows` of a step or commit as Row objects. Rows from live_rows on (protocol 1.2) must be the graph
+    tail: exactly the rows marked graph_tail."""
     if not isinstance(rows, list):
         raise TargetError("rows", "must be an array of rows")
     out = []
@@ -36,9 +40,19 @@ def parse_rows(rows) -> list:
             raise TargetError(f + ".kind", f"must be 'verify' or 'prefill', got {kind!r}")
         if type(fresh) is not bool:
             raise TargetError(f + ".fresh", f"must be true or false, got {fresh!r}")
+        tail = r.get("graph_tail", False)
+        if type(tail) is not bool:
+            raise TargetError(f + ".graph_tail", f"must be true or false, got {tail!r}")
         out.append(Row(slot=integer(r, "slot", f + ".slot", -1), write_slot=integer(r, "write_slot", f + ".write_slot", -1),
                        T=integer(r, "T", f + ".T", 0), token_offset=integer(r, "token_offset", f + ".token_offset", 0),
-                       accepted=integer(r, "accepted", f + ".accepted", 0), kind=kind, fresh=fresh))
+                       accepted=integer(r, "accepted", f + ".accepted", 0), kind=kind, fresh=fresh,
+                       graph_tail=tail, pad_sentinel=pad_sentinel))
+    live = len(out) if live_rows is None else live_rows
+    if type(live) is not int or not 0 <= live <= len(out):
+        raise TargetError("live_rows", f"must be an integer in [0, {len(out)}], got {live!r}")
+    for i, row in enumerate(out):
+        if row.graph_tail != (i >= live):
+            raise TargetError(f"rows[{i}].graph_tail", f"is {row.graph_tail}, but live_rows is {live}")
     return out
 
 
@@ -87,6 +101,13 @@ class Session:
         if 0 < stride < s.E:
             raise TargetError("setup.slot_stride", f"is {stride}, less than HV*K*V = {s.E}")
         s.stride = stride or s.E
+        conv = setup.get("pad_convention", "minus_one")
+        if conv not in PAD_CONVENTIONS:
+            raise TargetError("setup.pad_convention", f"must be one of {', '.join(PAD_CONVENTIONS)}, got {conv!r}")
+        if conv != "minus_one" and s.S < 2:
+            raise TargetError("setup.pad_convention", f"{conv!r} reserves a slot and needs num_slots >= 2")
+        s.pad_convention = conv
+        s.pad_sentinel = {"minus_one": -1, "null_block": 0, "pad_slot": s.S - 1}[conv]
         if not isinstance(poison_bits, str):
             raise TargetError("poison_bits", f"must be a hexadecimal string, got {poison_bits!r}")
         try:

@@ -56,6 +56,10 @@ class Row:
                   committed by the step itself, from a zero state when `fresh`);
     accepted      in commit(): n in [0, T] for verify rows (0 commits nothing and leaves the slot's bytes
                   unchanged); in step(): T for prefill rows, 0 for verify rows (not known yet).
+    graph_tail    (protocol 1.2) a row of a captured batch beyond live_rows: its fields are stale (slot ids of an
+                  earlier, larger batch) or PAD; it is a PAD row whatever its slot says;
+    pad_sentinel  the slot PAD rows carry under the case's PAD convention (-1, 0 for "null_block", num_slots - 1
+                  for "pad_slot"; docs/target-protocol.md, "Graph padding, PAD conventions and out-of-place commits").
     """
 
     slot: int
@@ -65,10 +69,13 @@ class Row:
     accepted: int
     kind: str
     fresh: bool
+    graph_tail: bool = False
+    pad_sentinel: int = PAD_SLOT
 
     @property
     def is_pad(self) -> bool:
-        return self.slot == PAD_SLOT
+        """No state may be read or written for this row: a PAD row (the convention's sentinel) or a graph tail."""
+        return self.graph_tail or self.slot == self.pad_sentinel
 
     @property
     def is_prefill(self) -> bool:
@@ -89,7 +96,7 @@ class Target:
         """The hello answer's capabilities (docs/target-protocol.md, "Capabilities"): name, ops, act_dtypes,
         state_dtypes, layouts, l2norms, kda_gates, round_beta_to_act, gva_ratios, K, V, max_T, max_layers,
         copy_slot, bit_exact, tier, pad_outputs_zero, design, fixture_ops (default: FIXTURE_OPS when fixture()
-        is overridden, else none). Missing keys take the protocol's
+        is overridden, else none), pad_conventions, graph_padding, out_of_place_commit. Missing keys take the protocol's
         defaults; the generator produces only what is covered."""
         return {}
 

@@ -106,7 +106,7 @@ def session(target, *commands, expect_status=0):
 
 def test_hello_answers_version_and_capabilities_then_shutdown():
     a = session(Fake(), HELLO, {"op": "shutdown"})
-    assert a[0].msg["ok"] and a[0].msg["protocol"] == "replayssm.target" and a[0].msg["version"] == [1, 1]
+    assert a[0].msg["ok"] and a[0].msg["protocol"] == "replayssm.target" and a[0].msg["version"] == [1, 2]
     caps = a[0].msg["capabilities"]
     assert caps["name"] == "fake" and caps["max_T"] == 4
     assert caps["copy_slot"] is False  # Fake does not override copy_slot
@@ -136,7 +136,7 @@ def test_an_unknown_major_version_is_refused_and_ends_the_session():
     a = session(Fake(), {**HELLO, "protocol": "other"}, expect_status=1)
     assert a[0].msg["error"]["field"] == "protocol"
     a = session(Fake(), {**HELLO, "version": [1, 7]}, {"op": "shutdown"})  # a newer minor is fine
-    assert a[0].msg["ok"] and a[0].msg["version"] == [1, 1]
+    assert a[0].msg["ok"] and a[0].msg["version"] == [1, 2]
 
 
 def test_commands_out_of_order_and_unknown_ones_are_error_answers():
@@ -350,3 +350,40 @@ def test_prints_go_to_stderr_when_the_frames_use_python_s_stdout(monkeypatch, ca
         answers.append(f.msg["ok"])
     assert answers == [True, True, True]
     assert "chatty step" in capsys.readouterr().err
+
+
+def _setup_with(convention):
+    cmd, tensors = setup_cmd()
+    cmd = {**cmd, "setup": {**cmd["setup"], "pad_convention": convention}}
+    return cmd, tensors
+
+
+def test_rows_carry_the_pad_convention_and_the_graph_tail():
+    # Protocol 1.2: a PAD row is the convention's sentinel, and every row from live_rows on is the graph tail
+    # (a stale slot id or PAD): Row.is_pad is true for both.
+    for convention, sentinel in (("minus_one", -1), ("null_block", 0), ("pad_slot", S - 1)):
+        t = Fake()
+        pad = dict(ROW, slot=sentinel, write_slot=sentinel, token_offset=0)
+        live = dict(ROW, slot=1, write_slot=1, token_offset=0)
+        stale = dict(ROW, slot=1 if sentinel != 1 else 2, write_slot=1, token_offset=0, graph_tail=True)
+        cmd, tensors = step_cmd()
+        cmd = {**cmd, "rows": [live, pad, stale], "live_rows": 2}
+        a = session(t, HELLO, _setup_with(convention), (cmd, tensors))
+        assert a[2].msg["ok"], a[2].msg
+        _, rows, _ = t.calls[-1]
+        assert [r.is_pad for r in rows] == [sentinel == 1, True, True]
+        assert [r.graph_tail for r in rows] == [False, False, True] and rows[0].pad_sentinel == sentinel
+
+
+def test_a_graph_tail_must_follow_live_rows_and_match_live_rows():
+    cmd, tensors = step_cmd()
+    tail = dict(ROW, graph_tail=True)
+    for rows, live, field in (([tail, ROW], 1, "rows[0].graph_tail"), ([ROW, tail], 2, "rows[1].graph_tail"),
+                              ([ROW, ROW], 3, "live_rows"), ([dict(ROW, graph_tail=1)], 0, "rows[0].graph_tail")):
+        a = session(Fake(), HELLO, setup_cmd(), ({**cmd, "rows": rows, "live_rows": live}, tensors))
+        assert a[2].msg["error"]["field"] == field, (rows, live, a[2].msg)
+
+
+def test_an_unknown_pad_convention_is_refused_by_name():
+    a = session(Fake(), HELLO, _setup_with("zero"))
+    assert a[1].msg["error"]["field"] == "setup.pad_convention"

@@ -17,6 +17,9 @@ struct RowSpec {
   std::int32_t accepted = 1;  // n in [0, T] (verify rows)
   std::int32_t stop_at = 0;   // early stop: the stop token is accepted token s (1..n); 0 = none
   std::uint64_t seed = 0;     // input seed for new tokens of this row
+  // Verify rows: -1 commits in place; a free slot s commits out of place (write_slot = s, the read slot left
+  // bitwise untouched) and the request moves to s when the commit writes (n > 0, no early stop).
+  std::int32_t to_slot = -1;
 };
 
 struct Cmd {
@@ -29,11 +32,20 @@ struct Cmd {
   std::uint64_t seed = 0;       // Admit/Continue: prompt input seed
   std::vector<RowSpec> rows;    // Step: rows in batch order
   std::vector<std::int32_t> pad_at;  // Step: PAD rows inserted before these row indices (may repeat)
+  // Step: CUDA-graph style capture. graph = 0: an eager step (exactly its rows). graph = C >= rows + PAD rows:
+  // the step runs as a captured batch of C rows; rows beyond the live ones are the tail of the engine's
+  // persistent, capacity-sized index buffer: with stale_tail, what earlier captured steps left there (stale
+  // slot ids of a larger batch); without, PAD sentinels (TargetRow::graph_tail).
+  std::int32_t graph = 0;
+  bool stale_tail = false;
 
   nlohmann::json to_json() const;
   // Reads to_json()'s form strictly: every key of the kind's form required and no other, integers as JSON
   // integers in int32 range (req, req2, prompt, accepted, stop_at >= 0; T >= 1; pad_at in [0, rows]), seeds
-  // as full-match decimal uint64 text. Error("<field>.<key>", e.g. "cmd.rows[2].seed") otherwise.
+  // as full-match decimal uint64 text. Error("<field>.<key>", e.g. "cmd.rows[2].seed") otherwise. A row's
+  // "to_slot" (integer >= 0) is written only for an out-of-place commit. A step's
+  // "graph" (integer >= 0) and "stale_tail" (boolean) are written only for a captured step (graph > 0) and
+  // read as a pair: both or neither.
   static Cmd from_json(const nlohmann::json& j, const std::string& field = "cmd");
   std::string str() const;
 };

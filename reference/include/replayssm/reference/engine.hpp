@@ -42,12 +42,15 @@ class Engine {
   const Target& target() const { return *target_; }
   const EngineSetup& setup() const { return setup_; }
   // The slots the last command was allowed to write (all others must stay bitwise unchanged), and the
-  // slots whose bytes must not change either because their commit had n = 0 (for non-ring targets).
+  // slots whose bytes must not change either because their commit had n = 0 (for non-ring targets). Under
+  // the pad_slot convention every step may write the dedicated pad slot (its contents are don't-care).
   const std::vector<std::int32_t>& last_written() const { return last_written_; }
   const std::vector<std::int32_t>& last_kept() const { return last_kept_; }
+  // The read slots of the last step's out-of-place commits: bitwise unchanged on every target.
+  const std::vector<std::int32_t>& last_read_only() const { return last_read_only_; }
   // Token layout of the last step: per row (in batch order, PAD rows included) its offset and length.
   struct PackedRow {
-    std::int32_t req;  // -1 for PAD
+    std::int32_t req;  // -1 for PAD and graph tail rows
     std::int32_t offset, T;
   };
   const std::vector<PackedRow>& last_rows() const { return last_rows_; }
@@ -81,6 +84,11 @@ class Engine {
   std::vector<std::vector<float>> step(const Cmd& c);
 
   PackedStep pack_step(const Cmd& c) const;
+  // Pads a packed step to the captured size c.graph (graph_tail rows: the persistent buffer's stale rows or
+  // PAD rows, their windows of dummy tokens after the live ones).
+  void add_graph_tail(const Cmd& c, PackedStep& s) const;
+  // The rows as the target receives them: PAD rows carry the setup's PAD sentinel.
+  std::vector<TargetRow> wire_rows(const std::vector<TargetRow>& rows) const;
   // The accepted length each verify row commits: the sampled n, trimmed to the stop token on an early stop.
   std::int32_t commit_length(const RowSpec& rs) const;
   // Appends what each row committed to its request's history; ends requests whose stop token was accepted.
@@ -92,7 +100,11 @@ class Engine {
   std::map<std::int32_t, Request> requests_;
   std::vector<std::int32_t> last_written_;
   std::vector<std::int32_t> last_kept_;
+  std::vector<std::int32_t> last_read_only_;
   std::vector<PackedRow> last_rows_;
+  // The persistent, capacity-sized index buffer of captured steps (max_rows() rows, kPadSlot for PAD): what
+  // the last captured step of each size left in it, accepted counts included.
+  std::vector<TargetRow> graph_buffer_;
 };
 
 }  // namespace replayssm::ref

@@ -33,6 +33,12 @@ enum class Fault : std::uint8_t {
   CopyDropsRingRecords,       // slot copy takes the checkpoint only, dropping un-flushed ring records
   StopTokenPlusOne,           // shared engine bookkeeping: an early stop at s commits s + 1 tokens (the token
                               // after the end-of-generation token stays in the state), on the oracle's side too
+  GraphTailProcessed,         // a captured batch runs over its whole capacity: graph tail rows holding stale slot ids
+                              // of an earlier, larger batch are verified and committed into those slots
+  PadSentinelZero,            // slot 0 is taken for the PAD sentinel whatever the convention: under -1, the live
+                              // request in slot 0 is skipped (no outputs, no commit)
+  PadIndexWraps,              // a PAD index -1 wraps to the last pool slot (pool[-1]) and is committed there
+  CommitWritesReadSlot,       // an out-of-place commit also stores the new state into the read slot
 };
 std::string to_string(Fault f);
 Fault parse_fault(const std::string& s);  // Error("fault") listing the names

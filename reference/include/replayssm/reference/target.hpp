@@ -30,6 +30,17 @@
 
 namespace replayssm::ref {
 
+// How PAD rows (CUDA-graph padding) name their slot in the rows a target receives (docs/target-protocol.md,
+// "Graph padding, PAD conventions and out-of-place commits"):
+//   MinusOne  — slot -1 (kPadSlot); every slot in [0, num_slots) may hold a request;
+//   NullBlock — slot 0, a null block that is never allocated to a request (index <= 0 is padding);
+//   PadSlot   — slot num_slots - 1, a dedicated pad slot that is never allocated; a target may run PAD rows as
+//               ordinary rows into it (its contents are don't-care) or skip them.
+enum class PadConvention : std::uint8_t { MinusOne, NullBlock, PadSlot };
+std::string to_string(PadConvention c);
+PadConvention parse_pad_convention(const std::string& s, const std::string& field);  // Error(field) listing names
+std::vector<PadConvention> all_pad_conventions();
+
 struct EngineSetup {
   ModelConfig cfg;                  // cfg.num_layers layers
   std::vector<LayerParams> params;  // one per layer
@@ -41,9 +52,17 @@ struct EngineSetup {
   DType record_dtype = DType::F32;  // storage dtype of the ring target's u and k records
   std::int32_t page_tokens = 4;     // raw payload page size (rows)
   float poison = 0.0f;              // value the pools start with (NaN by default, see make_setup)
+  PadConvention pad_convention = PadConvention::MinusOne;
+
+  // The slot PAD rows carry under pad_convention (-1, 0 or num_slots - 1).
+  std::int32_t pad_sentinel() const;
+  // The slot never allocated to a request (0 or num_slots - 1), or kPadSlot under MinusOne.
+  std::int32_t reserved_slot() const { return pad_convention == PadConvention::MinusOne ? kPadSlot : pad_sentinel(); }
 
   void validate() const;
-  nlohmann::json to_json() const;   // everything but params and poison (the protocol's `setup` object)
+  // Everything but params and poison (the protocol's `setup` object); `pad_convention` is written only when
+  // it is not "minus_one" (what every setup before protocol 1.2 meant).
+  nlohmann::json to_json() const;
   // The inverse of to_json with the given layer parameters and poison value; Error("<field>.<key>") for a
   // missing or malformed key, then validate().
   static EngineSetup from_json(const nlohmann::json& j, std::vector<LayerParams> params, float poison,
@@ -62,11 +81,23 @@ enum class RowKind : std::uint8_t { Verify, Prefill };
 
 // One row of a step as a target sees it. For Prefill rows the whole window is committed at once and
 // `fresh` means "start from a zero state, ignore whatever the slot holds".
+//
+// Slots are written in the setup's PAD convention: a PAD row carries EngineSetup::pad_sentinel() in slot and
+// write_slot. graph_tail marks a row of a CUDA-graph style captured batch beyond the live rows (the tail of a
+// capacity-sized index buffer): its slot, write_slot, T, kind and accepted are whatever the persistent buffer
+// held — the rows of an earlier, larger batch (stale slot ids) or PAD sentinels — and it is a PAD row whatever
+// its slot says: no state is read or written for it, and its window's outputs are those of a PAD row. Tail
+// rows always follow every live row; their windows lie after the live tokens (dummy tokens).
 struct TargetRow {
   BatchRow row;
   RowKind kind = RowKind::Verify;
   bool fresh = false;
+  bool graph_tail = false;
 };
+// The rows with every PAD row (the setup's sentinel) and every graph tail row turned into a kPadSlot row
+// (slot and write_slot -1, window kept): the form the batch-level reference takes. `zero_is_pad` also turns
+// slot 0 into PAD whatever the convention (the pad_sentinel_zero fault).
+std::vector<TargetRow> canonical_rows(const std::vector<TargetRow>& rows, const EngineSetup& s, bool zero_is_pad = false);
 
 // The protocol's JSON form of a batch (docs/target-protocol.md, "Rows of a step"): one object per row with
 // slot, write_slot, T, token_offset, accepted, kind ("verify" / "prefill") and fresh. At step time a verify
@@ -108,6 +139,12 @@ class Target {
     return {};
   }
   virtual bool implements_copy() const { return true; }
+  // The PAD conventions the target follows (the generator draws a case's convention among them; the others
+  // are not covered) and whether it handles captured batches with a graph tail (TargetRow::graph_tail).
+  virtual std::vector<PadConvention> pad_conventions() const { return {PadConvention::MinusOne}; }
+  virtual bool graph_padding() const { return false; }
+  // Whether verify rows may commit out of place (write_slot != slot, the read slot left bitwise untouched).
+  virtual bool out_of_place_commit() const { return false; }
   virtual void setup(const EngineSetup& s) = 0;
   // A slot is (re)allocated to a request: reset per-slot bookkeeping (ring cursors). Pool data stays.
   virtual void allocate(std::int32_t slot) = 0;
