@@ -4,7 +4,8 @@
 # .log and one .json per campaign, SUMMARY.txt) are written to a work folder ($WORK, default a fresh
 # temporary one); $OUT receives SUMMARY.txt, device.txt and results.tgz (everything else, dumps excluded),
 # since a GPU machine brings back only a few files. Needs: the CLI at $CLI (default .stage-peer/bin/replayssm),
-# FLA sources in .peers/fla (with einops beside fla/), vLLM's file in .peers/vllm (README.md here).
+# FLA sources in .peers/fla (with einops beside fla/), vLLM's file in .peers/vllm, TokenSpeed's in
+# .peers/tokenspeed, SGLang's two files in .peers/sglang (README.md here); a list names only the peers it uses.
 #   OUT=/tmp/out bash tools/peer/adapters/device_run.sh [campaign-name-regex (traces: also the trace replays)] [list]
 set -u
 cd "$(dirname "$0")/../../.."
@@ -13,19 +14,21 @@ LIMIT=${LIMIT:-480}
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton-cache-peer}
 FLA="$PY tools/peer/adapters/fla_spec.py --peer-src .peers/fla"
 VLLM="$PY tools/peer/adapters/vllm_spec_ring.py --peer-src .peers/vllm"
+TS="$PY tools/peer/adapters/tokenspeed_replay.py --peer-src .peers/tokenspeed"
+SGL="$PY tools/peer/adapters/sglang_fold.py --peer-src .peers/sglang"
 SAN=""
 mkdir -p $OUT/mc
 command -v compute-sanitizer >/dev/null &&
   SAN="env PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck --error-exitcode 0 --log-file $OUT/mc/memcheck.%p.log"
 
 # Campaign list: $2 (default tools/peer/adapters/campaigns/main.txt), one "name|environment|campaign flags|target
-# command" per line; $FLA, $VLLM, $SAN and $OUT in it are expanded here.
+# command" per line; $FLA, $VLLM, $TS, $SGL, $SAN and $OUT in it are expanded here.
 LIST=${2:-tools/peer/adapters/campaigns/main.txt}
 CAMPAIGNS=$(grep -v '^#' "$LIST")
 
 run_one() {
   local name=$1 envs=$2 flags=$3 target=$4
-  target=${target//'$FLA'/$FLA}; target=${target//'$VLLM'/$VLLM}; target=${target//'$SAN'/$SAN}; target=${target//'$OUT'/$OUT}
+  target=${target//'$FLA'/$FLA}; target=${target//'$VLLM'/$VLLM}; target=${target//'$TS'/$TS}; target=${target//'$SGL'/$SGL}; target=${target//'$SAN'/$SAN}; target=${target//'$OUT'/$OUT}
   [[ $flags == *--seed* ]] || flags="$flags --seed 7"
   local t0=$SECONDS
   # shellcheck disable=SC2086
@@ -42,11 +45,17 @@ while IFS='|' read -r name envs flags target; do
   [[ -z $name || ! $name =~ $ONLY ]] && continue
   run_one "$name" "$envs" "$flags" "$target" &
 done <<<"$CAMPAIGNS"
+run_traces() {  # adapter, peer folder, adapter arguments: the trace replays, when the peer's sources are present
+  local adapter=$1 peer=$2; shift 2
+  [[ -d .peers/$peer ]] || { echo "traces.$peer skipped: .peers/$peer is absent" >>$OUT/SUMMARY.txt; return; }
+  timeout $LIMIT $PY tools/peer/adapters/run_traces.py $adapter "$@" >$OUT/traces.$peer.log 2>&1
+  echo "traces.$peer rc=$? $(tail -1 $OUT/traces.$peer.log)" >>$OUT/SUMMARY.txt
+}
 if [[ "traces" =~ $ONLY ]]; then
-  (timeout $LIMIT $PY tools/peer/adapters/run_traces.py fla_spec --accept-l2norm rsqrt_mul -- --peer-src .peers/fla \
-     >$OUT/traces.fla.log 2>&1; echo "traces.fla rc=$? $(tail -1 $OUT/traces.fla.log)" >>$OUT/SUMMARY.txt) &
-  (timeout $LIMIT $PY tools/peer/adapters/run_traces.py vllm_spec_ring -- --peer-src .peers/vllm --act BF16 \
-     >$OUT/traces.vllm.log 2>&1; echo "traces.vllm rc=$? $(tail -1 $OUT/traces.vllm.log)" >>$OUT/SUMMARY.txt) &
+  run_traces fla_spec fla --accept-l2norm rsqrt_mul -- --peer-src .peers/fla &
+  run_traces vllm_spec_ring vllm -- --peer-src .peers/vllm --act BF16 &
+  run_traces tokenspeed_replay tokenspeed --accept-l2norm rsqrt_mul -- --peer-src .peers/tokenspeed &
+  run_traces sglang_fold sglang --accept-l2norm rsqrt_mul -- --peer-src .peers/sglang &
 fi
 wait
 sort $OUT/SUMMARY.txt -o $OUT/SUMMARY.txt
