@@ -47,6 +47,7 @@ if [ "$BUILD" = 1 ]; then
   echo "== building the fuzz harnesses (clang, libFuzzer + ASan + UBSan)"
   cmake --preset fuzz >/dev/null
   cmake --build --preset fuzz -j "$JOBS"
+  clang++ --version | head -1 >build-fuzz/COMPILER  # recorded with the results, also where the harnesses are carried
 fi
 
 BIN=build-fuzz/fuzzing
@@ -124,7 +125,8 @@ for h in "${HARNESSES[@]}"; do [ "$(cat "$LOGS/$h.rc")" = 0 ] && npass=$((npass 
 echo "fuzz: $npass passed, $(( ${#HARNESSES[@]} - npass )) failed"
 
 if [ "$RECORD" = 1 ]; then
-  machine="$(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(. /etc/os-release && echo "$PRETTY_NAME"), $(clang++ --version | head -1)"
+  compiler="$(cat build-fuzz/COMPILER 2>/dev/null || true)"
+  machine="$(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(. /etc/os-release && echo "$PRETTY_NAME"), harnesses built with ${compiler:-an unrecorded compiler}"
   {
     echo ""
     echo "Run of $(date -u '+%Y-%m-%d %H:%M UTC') on ${machine}: \`bash scripts/fuzz.sh --record${RUNS:+ --runs $RUNS}${TIME:+ --time $TIME} --jobs $JOBS --workers $WORKERS\` (${elapsed} s)"

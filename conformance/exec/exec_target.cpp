@@ -1,10 +1,13 @@
 #include "exec_target.hpp"
 
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "answers.hpp"
 #include "child_process.hpp"
@@ -181,6 +184,11 @@ class Connection {
         Frame bye;
         bye.msg = json{{"op", "shutdown"}};
         send(bye, std::chrono::steady_clock::now() + std::chrono::seconds(2));
+        // A target exits by itself after shutdown; it gets a grace period to do so before the process group is
+        // killed, so that what it writes at exit (a sanitizer's error summary, coverage, logs) is not lost.
+        const auto grace = std::chrono::steady_clock::now() + std::chrono::milliseconds(kShutdownGraceMs);
+        while (child_.running() && std::chrono::steady_clock::now() < grace)
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
       } catch (const Error&) {
       }
     }
@@ -273,15 +281,32 @@ class Connection {
 };
 
 // One live process per command line, reused by every case of a campaign until it fails.
+std::mutex g_live_mu;
+std::map<std::string, std::shared_ptr<Connection>>& live_connections() {
+  static auto* live = new std::map<std::string, std::shared_ptr<Connection>>();  // closed by shutdown_targets()
+  return *live;
+}
 std::shared_ptr<Connection> connect(const std::string& command) {
-  static std::mutex mu;
-  static std::map<std::string, std::shared_ptr<Connection>> live;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& c = live[command];
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  auto& c = live_connections()[command];
   if (!c || !c->alive()) c = std::make_shared<Connection>(command);
   return c;
 }
 
+}  // namespace
+
+void shutdown_targets() {
+  std::map<std::string, std::shared_ptr<Connection>> closing;
+  {
+    std::lock_guard<std::mutex> lock(g_live_mu);
+    closing.swap(live_connections());
+  }
+  closing.clear();  // each Connection still unused elsewhere sends shutdown and waits for its process to exit
+}
+
+namespace {
+// Processes still live when the program ends are shut down the same way.
+[[maybe_unused]] const int kShutdownAtExit = std::atexit(shutdown_targets);
 }  // namespace
 
 Capabilities capabilities(const std::string& command) { return connect(command)->caps(); }

@@ -27,6 +27,11 @@ namespace replayssm::exec {
 // 1.1 added the `fixture` command (the fixture-op capability).
 // 1.2 added graph padding, PAD conventions and out-of-place commits.
 inline constexpr int kProtocolMajor = 1, kProtocolMinor = 2;
+// Sends `shutdown` to every live target process (one per command line, reused across cases) and waits up to
+// kShutdownGraceMs for each to exit before killing its process group. Also runs at program exit.
+void shutdown_targets();
+// Milliseconds a target may take to exit after `shutdown` before its process group is killed.
+inline constexpr int kShutdownGraceMs = 10000;
 inline constexpr const char* kProtocolName = "replayssm.target";
 
 // What an implementation says it can do (the "capabilities" object of its hello answer).

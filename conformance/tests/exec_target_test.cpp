@@ -5,6 +5,9 @@
 // the capabilities exclude not covered.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
+
 #include <unistd.h>
 
 #include <chrono>
@@ -82,6 +85,22 @@ TEST_F(ExecTarget, EveryFailureAtHelloOrSetupIsNamed) {
     EXPECT_EQ(f.field, c.field) << c.mode << ": " << f.message;
     for (const auto& s : c.says) EXPECT_NE(f.message.find(s), std::string::npos) << c.mode << ": " << f.message;
   }
+}
+
+// After `shutdown` a target gets time to exit by itself (kShutdownGraceMs): what it writes at exit, such as
+// compute-sanitizer's error summary, is kept. Killed at once, this process never writes its marker.
+TEST_F(ExecTarget, ShutdownLetsTheTargetExitBeforeItIsKilled) {
+  const std::string marker = ::testing::TempDir() + "replayssm_exec_exit_marker";
+  std::remove(marker.c_str());
+  {
+    auto t = ref::make_target("exec:" + command("slow_exit_marker " + marker));
+    t->setup(tiny_setup());
+  }
+  exec::shutdown_targets();
+  std::ifstream in(marker);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "exited after shutdown");
 }
 
 TEST_F(ExecTarget, HangIsKilledAtTheTimeout) {

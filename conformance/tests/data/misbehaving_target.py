@@ -72,6 +72,11 @@ while True:
     op = msg["op"]
     if op == "shutdown":
         write_frame({"ok": True})
+        if MODE == "slow_exit_marker":  # writes at exit, as a sanitizer's summary would: the judge must wait for it
+            import time
+            time.sleep(0.3)
+            with open(sys.argv[2], "w") as f:
+                f.write("exited after shutdown\n")
         sys.exit(0)
     if op == "setup":
         if MODE == "crash_on_setup":
