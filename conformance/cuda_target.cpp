@@ -40,6 +40,17 @@ class CudaTarget : public ref::Target {
   std::string name() const override { return replay_ ? "cuda" : "cuda_full_state"; }
   std::string design() const override { return replay_ ? "replay" : "full_state"; }
   bool bit_exact() const override { return false; }
+  // The kernels' own limits (cuda::check_supported: K in {64, 128, 256}, V <= 1024, F32/BF16), asked before a
+  // campaign: a preset outside them is reported as not covered rather than failing at setup.
+  std::string unsupported(const ModelConfig& cfg, std::int32_t max_T) const override {
+    (void)max_T;
+    try {
+      cuda::check_supported(cfg);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return {};
+  }
   // GPU vs CPU float reference: different reduction trees and fused multiply-adds, fp32 arithmetic: the
   // fp32 precision tier (tier.hpp; docs/cuda.md measured ~1e-7 relative against its 2e-5 bound), which
   // also covers bf16 storage rounding one ulp apart (an F32 state depends on the state dtype only; an

@@ -77,7 +77,7 @@ run_one() {
     done
     for w in "${pids[@]}"; do wait "$w" || rc=$?; done
     # One log per harness for the summary: the workers' stat lines summed, the last status line of worker 1.
-    awk -F: '/^stat::number_of_executed_units/ {n += $2} /^stat::average_exec_per_sec/ {e += $2}
+    awk '/^stat::number_of_executed_units/ {n += $NF} /^stat::average_exec_per_sec/ {e += $NF}
              END {print "stat::number_of_executed_units: " n; print "stat::average_exec_per_sec: " e}' \
       "$LOGS/$h".w*.log >"$LOGS/$h.log"
     grep -hE '^#[0-9]+[[:space:]]+(DONE|pulse|NEW|REDUCE|INITED)' "$LOGS/$h.w1.log" | tail -1 >>"$LOGS/$h.log" || true
