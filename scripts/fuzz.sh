@@ -129,7 +129,7 @@ if [ "$RECORD" = 1 ]; then
   machine="$(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(. /etc/os-release && echo "$PRETTY_NAME"), harnesses built with ${compiler:-an unrecorded compiler}"
   {
     echo ""
-    echo "Run of $(date -u '+%Y-%m-%d %H:%M UTC') on ${machine}: \`bash scripts/fuzz.sh --record${RUNS:+ --runs $RUNS}${TIME:+ --time $TIME} --jobs $JOBS --workers $WORKERS\` (${elapsed} s)"
+    echo "Run of $(date -u '+%Y-%m-%d %H:%M UTC') on ${machine}: \`bash scripts/fuzz.sh --record${RUNS:+ --runs $RUNS}${TIME:+ --time $TIME} --jobs $JOBS --workers $WORKERS$([ "$BUILD" = 1 ] || echo " --no-build")\` (${elapsed} s)"
     echo ""
     echo "| date | harness | executions | exec/s | cov | ft | result |"
     echo "|---|---|---|---|---|---|---|"
