@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "fuzz_case.hpp"
+#include "rc_campaign.hpp"
 #include "lifecycle.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/frame.hpp"
@@ -86,43 +87,21 @@ FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress) {
       *progress << "\r[fuzz " << opt.target << "] run " << case_no << " (" << s << " s)" << std::flush;
     }
   };
-  rc::detail::TestParams params;
-  params.seed = opt.seed;
-  params.maxSuccess = opt.cases;
-  params.maxSize = opt.max_commands;
-  rc::detail::TestMetadata meta;
-  meta.id = "fuzz/" + opt.target;
-  meta.description = meta.id;
-  const auto result = rc::detail::checkTestable(prop, meta, params);
+  const PropertyOutcome r = run_property(prop, "fuzz/" + opt.target, opt.seed, opt.cases, opt.max_commands);
   if (progress) *progress << "\n";
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  rc::detail::SuccessResult ok;
-  rc::detail::FailureResult bad;
-  if (result.match(ok)) {
-    rep.cases_passed = ok.numSuccess;
-  } else if (result.match(bad)) {
+  rep.cases_passed = r.cases_passed;
+  if (r.kind == PropertyOutcome::Kind::Failed) {
     rep.failed = true;
-    rep.cases_passed = bad.numSuccess;
-    rep.reason = last_reason.empty() ? bad.description : last_reason;
-    std::ostringstream os;
-    rc::detail::printResultMessage(bad, os);
-    rep.counterexample = os.str();
+    rep.reason = last_reason.empty() ? r.description : last_reason;
+    rep.counterexample = r.counterexample;
     // The campaign is deterministic in (options, seed); the dump replays the shrunk case alone.
     rep.reproduce = "--seed " + std::to_string(opt.seed);
-    const std::string dir = opt.dump_dir.empty() ? "." : opt.dump_dir;
-    std::filesystem::create_directories(dir);
-    // An exec: target's name is a command line (slashes, spaces): its file is named by the command's digest.
-    const std::string name = opt.target.rfind("exec:", 0) == 0
-                                 ? "exec-" + std::to_string(digest64(opt.target.data(), opt.target.size()))
-                                 : opt.target;
-    rep.dump_path = (std::filesystem::path(dir) / ("fuzz-failure-" + name + "-" + std::to_string(opt.seed) +
-                                                   ".safetensors")).string();
+    rep.dump_path = failure_dump_path(opt.dump_dir, "", opt.target, opt.seed);
     dump(rep.dump_path, opt, last_setup, last_seq, rep.reason);
-  } else {
-    std::ostringstream os;
-    rc::detail::printResultMessage(result, os);
+  } else if (r.kind == PropertyOutcome::Kind::CouldNotRun) {
     rep.failed = true;
-    rep.reason = "fuzz campaign could not run: " + os.str();
+    rep.reason = "fuzz campaign could not run: " + r.description;
   }
   rep.cases_per_second = rep.seconds > 0 ? (rep.cases_passed + (rep.failed ? 1 : 0)) / rep.seconds : 0;
   return rep;

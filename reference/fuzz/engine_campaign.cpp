@@ -9,6 +9,7 @@
 
 #include "engine_case.hpp"
 #include "engine_level.hpp"
+#include "rc_campaign.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/frame.hpp"
 
@@ -56,44 +57,21 @@ FuzzReport run_engine_fuzz(const EngineFuzzOptions& opt, std::ostream* progress)
       *progress << "\r[fuzz engine:" << opt.target << "] run " << case_no << " (" << s << " s)" << std::flush;
     }
   };
-  rc::detail::TestParams params;
-  params.seed = opt.seed;
-  params.maxSuccess = opt.cases;
-  params.maxSize = opt.max_commands;
-  rc::detail::TestMetadata meta;
-  meta.id = "fuzz/" + rep.target;
-  meta.description = meta.id;
-  const auto result = rc::detail::checkTestable(prop, meta, params);
+  const PropertyOutcome r = run_property(prop, "fuzz/" + rep.target, opt.seed, opt.cases, opt.max_commands);
   if (progress) *progress << "\n";
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  rc::detail::SuccessResult ok;
-  rc::detail::FailureResult bad;
-  if (result.match(ok)) {
-    rep.cases_passed = ok.numSuccess;
-  } else if (result.match(bad)) {
+  rep.cases_passed = r.cases_passed;
+  if (r.kind == PropertyOutcome::Kind::Failed) {
     rep.failed = true;
-    rep.cases_passed = bad.numSuccess;
-    rep.reason = last_reason.empty() ? bad.description : last_reason;
-    std::ostringstream os;
-    rc::detail::printResultMessage(bad, os);
-    rep.counterexample = os.str();
+    rep.reason = last_reason.empty() ? r.description : last_reason;
+    rep.counterexample = r.counterexample;
     rep.reproduce = "--seed " + std::to_string(opt.seed);
-    const std::string dir = opt.dump_dir.empty() ? "." : opt.dump_dir;
-    std::filesystem::create_directories(dir);
-    // An exec: engine's name is a command line: its file is named by the command's digest.
-    const std::string name = opt.target.rfind("exec:", 0) == 0
-                                 ? "exec-" + std::to_string(digest64(opt.target.data(), opt.target.size()))
-                                 : opt.target;
-    rep.dump_path = (std::filesystem::path(dir) /
-                     ("fuzz-failure-engine-" + name + "-" + std::to_string(opt.seed) + ".safetensors"))
-                        .string();
+    rep.dump_path = failure_dump_path(opt.dump_dir, "engine-", opt.target, opt.seed);
     write_safetensors_atomic(rep.dump_path,
                              engine_case_file(EngineCase{last_setup, last_variants, opt.target, opt.fault, last_seq, rep.reason}));
-  } else {
-    std::ostringstream os;
-    rc::detail::printResultMessage(result, os);
+  } else if (r.kind == PropertyOutcome::Kind::CouldNotRun) {
     rep.failed = true;
-    rep.reason = "fuzz campaign could not run: " + os.str();
+    rep.reason = "fuzz campaign could not run: " + r.description;
   }
   rep.cases_per_second = rep.seconds > 0 ? (rep.cases_passed + (rep.failed ? 1 : 0)) / rep.seconds : 0;
   return rep;

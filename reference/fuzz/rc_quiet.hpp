@@ -10,4 +10,9 @@ namespace replayssm::fuzz {
 // (an RC_PARAMS parse error, before it exits) still reaches stderr.
 void load_rapidcheck_configuration_quietly();
 
+// From now on drops RapidCheck's exit message after a failing property ("Some of your RapidCheck properties had
+// failures ... RC_PARAMS=\"reproduce=...\""): a campaign is reproduced by its --seed or its dump, never by
+// RC_PARAMS, so that line would mislead. Other stderr output passes through, line by line.
+void drop_rapidcheck_reproduce_lines();
+
 }  // namespace replayssm::fuzz

@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   try {
     // Campaigns run from their own --seed: RapidCheck's "Using configuration: seed=..." line would only mislead.
     replayssm::fuzz::load_rapidcheck_configuration_quietly();
+    replayssm::fuzz::drop_rapidcheck_reproduce_lines();
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);

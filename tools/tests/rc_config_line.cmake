@@ -17,6 +17,18 @@ endif()
 if(NOT "${out}${err}" MATCHES "Using configuration: [^\n]*seed=42")
   message(FATAL_ERROR "the property test no longer prints RapidCheck's configuration line:\n${out}\n${err}")
 endif()
+# A failing campaign: RapidCheck's exit message ("Some of your RapidCheck properties had failures ...
+# RC_PARAMS=\"reproduce=...\"") would not reproduce it (campaigns run from --seed; the dump replays the case).
+execute_process(COMMAND ${CLI} fuzz --target replay --preset tiny-gdn --layers 1 --cases 100 --fault off_by_one_accepted
+                        --dump-dir ${CMAKE_CURRENT_BINARY_DIR}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 1 OR NOT out MATCHES "replay the shrunk case")
+  message(FATAL_ERROR "the faulty campaign did not fail as expected (${rc}):\n${out}\n${err}")
+endif()
+if("${out}${err}" MATCHES "RapidCheck properties had failures" OR "${out}${err}" MATCHES "reproduce=")
+  message(FATAL_ERROR "the CLI printed RapidCheck's reproduce message:\n${out}\n${err}")
+endif()
+set(ENV{RC_PARAMS} "seed=42 max_success=5")
 # A malformed RC_PARAMS still reaches the user through the CLI (RapidCheck's own error, then its exit).
 set(ENV{RC_PARAMS} "seed=notanumber")
 execute_process(COMMAND ${CLI} --version RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
