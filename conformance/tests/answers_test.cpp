@@ -6,19 +6,13 @@
 
 #include "answers.hpp"
 #include "replayssm/error.hpp"
+#include "replayssm/testing/field_of.hpp"
 
 using namespace replayssm;
 using nlohmann::json;
 
 namespace {
-std::string field_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.field();
-  }
-  return "<no error>";
-}
+using replayssm::testing::field_of;
 json hello() { return json{{"ok", true}, {"protocol", "replayssm.target"}, {"version", {1, 0}}}; }
 }  // namespace
 

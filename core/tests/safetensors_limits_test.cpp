@@ -12,18 +12,12 @@
 #include "replayssm/fixture.hpp"
 #include "replayssm/frame.hpp"
 #include "replayssm/safetensors.hpp"
+#include "replayssm/testing/field_of.hpp"
 
 using namespace replayssm;
 
 namespace {
-std::string field_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.field();
-  }
-  return "<no error>";
-}
+using replayssm::testing::field_of;
 
 SafetensorsFile one_tensor(std::int64_t n) {
   SafetensorsFile f;

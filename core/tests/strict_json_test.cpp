@@ -7,18 +7,12 @@
 
 #include "replayssm/error.hpp"
 #include "replayssm/strict_json.hpp"
+#include "replayssm/testing/field_of.hpp"
 
 using namespace replayssm;
 
 namespace {
-std::string field_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.field();
-  }
-  return "<no error>";
-}
+using replayssm::testing::field_of;
 }  // namespace
 
 TEST(StrictJson, RefusesDuplicateKeysNulAndDeepNesting) {

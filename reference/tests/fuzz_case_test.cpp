@@ -8,18 +8,12 @@
 #include "fuzz_case.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/reference/command.hpp"
+#include "replayssm/testing/field_of.hpp"
 
 using namespace replayssm;
 
 namespace {
-std::string field_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.field();
-  }
-  return "<no error>";
-}
+using replayssm::testing::field_of;
 
 fuzz::FuzzCase sample() {
   fuzz::FuzzCase c;

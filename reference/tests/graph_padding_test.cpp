@@ -14,6 +14,7 @@
 #include "replayssm/error.hpp"
 #include "replayssm/reference/command.hpp"
 #include "replayssm/reference/engine.hpp"
+#include "replayssm/testing/field_of.hpp"
 
 using namespace replayssm;
 using ref::Cmd;
@@ -63,14 +64,7 @@ std::vector<Cmd> stale_tail_script() {
           step({0, 2}, 3, 4, true)};       // 2 live rows; the tail holds slots 2 and 1, now free
 }
 
-std::string field_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.field();
-  }
-  return "<no error>";
-}
+using replayssm::testing::field_of;
 }  // namespace
 
 TEST(GraphPadding, StaleTailIsLeftAloneByEveryReferenceTarget) {

@@ -6,19 +6,13 @@
 
 #include "replayssm/error.hpp"
 #include "replayssm/mrope/mrope_json.hpp"
+#include "replayssm/testing/field_of.hpp"
 
 using namespace replayssm;
 using namespace replayssm::mrope;
 
 namespace {
-std::string field_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.field();
-  }
-  return "<no error>";
-}
+using replayssm::testing::field_of;
 std::string report_field(const std::string& text) {
   return field_of([&] { positions_report(get_preset("qwen3.5"), parse_request_text(text)); });
 }
