@@ -62,6 +62,24 @@ def torch_dtype(spelling: str):
     return {"F32": torch.float32, "BF16": torch.bfloat16}[spelling]
 
 
+def gdn_geometry(target, setup: dict, what: str) -> None:
+    """The setup fields every GDN adapter keeps, on `target`: L, S, T (layers, slots, max_T), H, HV, K, V, E
+    (state elements per slot), stride, act and state (torch dtypes) and scale (q_scale, default K^-0.5).
+    `what` names the kernels in the errors: GDN only, and the l2norm epsilon the peers hard-code (1e-6)."""
+    cfg = setup["config"]
+    if cfg["op"] != "gdn":
+        raise TargetError("setup.config.op", f"{what} GDN only")
+    if abs(cfg.get("l2_eps", 1e-6) - 1e-6) > 1e-12:
+        raise TargetError("setup.config.l2_eps", "the kernels add 1e-6 inside their l2norm")
+    target.L, target.S, target.T = cfg["num_layers"], setup["num_slots"], setup["max_T"]
+    target.H, target.HV, target.K, target.V = cfg["H"], cfg["HV"], cfg["K"], cfg["V"]
+    target.E = target.HV * target.K * target.V
+    target.stride = setup["slot_stride"] or target.E
+    target.act = torch_dtype(cfg["act_dtype"])
+    target.state = torch_dtype(cfg["state_dtype"])
+    target.scale = cfg.get("q_scale") or target.K ** -0.5
+
+
 def check_rows(rows: list, n_tokens: int, num_slots: int, max_T: int) -> None:
     """Rows must be in range and their windows packed in batch order without holes: the peers' kernels take
     varlen batches as cumulative offsets (cu_seqlens / query_start_loc), which cannot express anything else."""

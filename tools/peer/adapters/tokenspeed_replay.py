@@ -111,18 +111,8 @@ class TokenSpeedReplay(Target):
 
     def setup(self, setup: dict, params: list) -> None:
         torch = self.torch
+        common.gdn_geometry(self, setup, "TokenSpeed's replay commit is")
         cfg = setup["config"]
-        if cfg["op"] != "gdn":
-            raise TargetError("setup.config.op", "TokenSpeed's replay commit is GDN only")
-        if abs(cfg.get("l2_eps", 1e-6) - 1e-6) > 1e-12:
-            raise TargetError("setup.config.l2_eps", "the kernels add 1e-6 inside their l2norm")
-        self.L, self.S, self.T = cfg["num_layers"], setup["num_slots"], setup["max_T"]
-        self.H, self.HV, self.K, self.V = cfg["H"], cfg["HV"], cfg["K"], cfg["V"]
-        self.E = self.HV * self.K * self.V
-        self.stride = setup["slot_stride"] or self.E
-        self.act = common.torch_dtype(cfg["act_dtype"])
-        self.state = common.torch_dtype(cfg["state_dtype"])
-        self.scale = cfg.get("q_scale") or self.K ** -0.5
         self.width = self.H * self.K + self.HV * self.V + 2 * self.HV
         self.flat = [torch.full((self.S * self.stride,), float(setup["poison"]), dtype=self.state, device=self.dev)
                      for _ in range(self.L)]

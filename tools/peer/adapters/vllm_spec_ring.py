@@ -97,19 +97,9 @@ class VllmSpecRing(Target):
 
     def setup(self, setup: dict, params: list) -> None:
         torch = self.torch
+        common.gdn_geometry(self, setup, "the spec ring kernel is")
         cfg = setup["config"]
-        if cfg["op"] != "gdn":
-            raise TargetError("setup.config.op", "the spec ring kernel is GDN only")
-        if abs(cfg.get("l2_eps", 1e-6) - 1e-6) > 1e-12:
-            raise TargetError("setup.config.l2_eps", "the kernel adds 1e-6 inside its l2norm")
-        self.L, self.S, self.T = cfg["num_layers"], setup["num_slots"], setup["max_T"]
-        self.H, self.HV, self.K, self.V = cfg["H"], cfg["HV"], cfg["K"], cfg["V"]
-        self.E = self.HV * self.K * self.V
-        self.stride = setup["slot_stride"] or self.E
-        self.act = common.torch_dtype(cfg["act_dtype"])
-        self.state = common.torch_dtype(cfg["state_dtype"])
         rec = common.torch_dtype(self.rec_name)
-        self.scale = cfg.get("q_scale") or self.K ** -0.5
         self.Lring = int(setup["ring_B"]) + self.T
         self.buf = 1 << (self.Lring - 1).bit_length()
         P = self.S + 2
