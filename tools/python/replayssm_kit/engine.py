@@ -19,8 +19,8 @@ import traceback
 import numpy as np
 
 from .convert import ConversionError, to_wire
-from .protocol import ProtocolError, read_frame, write_frame
-from .server import _frames_only
+from .protocol import ProtocolError
+from .server import _frames_only, run_frames
 from .session import Session, integer
 from .target import TargetError
 
@@ -228,23 +228,7 @@ class _Loop:
             return _error("", f"{type(e).__name__}: {e}"), None, None
 
     def run(self, stdin) -> int:
-        while True:
-            try:
-                frame = read_frame(stdin, origin="command")
-            except ProtocolError as e:
-                print(f"replayssm_kit.serve_engine: unreadable command frame: {e}", file=sys.stderr)
-                return 2
-            if frame is None:
-                return 0
-            msg, tensors, status = self.answer(frame)
-            try:
-                write_frame(self.out, msg, tensors)
-            except BrokenPipeError:
-                if frame.msg.get("op") == "shutdown":
-                    return 0
-                raise
-            if status is not None:
-                return status
+        return run_frames(self.answer, self.out, stdin, "replayssm_kit.serve_engine")
 
 
 def serve_engine(engine: EngineTarget, stdin=None, stdout=None) -> int:

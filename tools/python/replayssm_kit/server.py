@@ -206,23 +206,7 @@ class _Loop:
             return _error("", f"{type(e).__name__}: {e}"), None, None
 
     def run(self, stdin) -> int:
-        while True:
-            try:
-                frame = read_frame(stdin, origin="command")
-            except ProtocolError as e:
-                print(f"replayssm_kit.serve: unreadable command frame: {e}", file=sys.stderr)
-                return 2
-            if frame is None:
-                return 0
-            msg, tensors, status = self.answer(frame)
-            try:
-                write_frame(self.out, msg, tensors)
-            except BrokenPipeError:
-                if frame.msg.get("op") == "shutdown":
-                    return 0  # the judge does not wait for the shutdown answer
-                raise
-            if status is not None:
-                return status
+        return run_frames(self.answer, self.out, stdin, "replayssm_kit.serve")
 
 
 class InProcess:
@@ -274,3 +258,26 @@ def run(target: Target, stdin=None, stdout=None) -> int:
     stdin = stdin if stdin is not None else sys.stdin.buffer
     with _frames_only(stdout) as out:
         return _Loop(target, out).run(stdin)
+
+
+def run_frames(answer, out, stdin, who: str) -> int:
+    """The request loop of serve() and serve_engine(): reads a command frame, writes `answer(frame)`'s message
+    and tensors, until the judge closes the pipe (0), a frame cannot be read (2, the reason on stderr) or an
+    answer ends the session with a status (shutdown: 0)."""
+    while True:
+        try:
+            frame = read_frame(stdin, origin="command")
+        except ProtocolError as e:
+            print(f"{who}: unreadable command frame: {e}", file=sys.stderr)
+            return 2
+        if frame is None:
+            return 0
+        msg, tensors, status = answer(frame)
+        try:
+            write_frame(out, msg, tensors)
+        except BrokenPipeError:
+            if frame.msg.get("op") == "shutdown":
+                return 0  # the judge does not wait for the shutdown answer
+            raise
+        if status is not None:
+            return status
