@@ -121,12 +121,14 @@ void register_conform(CLI::App& app) {
   c->add_option("--junit", *junit_out,
                 "Write a JUnit XML report to this file (atomically): one test case per fixture and per campaign");
   c->callback([a, fixtures, json_out, junit_out, seed, no_deep] {
+    // Options are checked before anything runs (a wrong preset or case count is not found after the fixtures).
+    (void)options_for(*a, "replay");
     const fuzz::Shard shard = shard_of(*a);
     nlohmann::json report{{"command", "conform"}, {"preset", a->preset}, {"shard", shard.to_json()}};
     if (shard.sharded())
       std::cout << "== shard " << shard.str() << ": every " << shard.count << "th fixture from the " << shard.index
                 << "th, a share of every campaign's cases from the shard's own seed\n";
-    std::cout << "== committed fixtures (independent evidence: golden, public matrix, peer, traces)\n";
+    std::cout << "== committed fixtures (independent evidence: golden, public matrix, peer, conv, ring steps, traces)\n";
     nlohmann::json committed;
     std::vector<std::string> dirs;
     const int cm_fail = check_committed(*fixtures, shard, committed, dirs);

@@ -74,6 +74,7 @@ void register_fuzz(CLI::App& app) {
       if (!why.empty()) exit_code = 1;
       return;
     }
+    a->export_trace = *export_to;
     auto reports = nlohmann::json::array();
     bool exported = false;
     const fuzz::Shard shard = shard_of(*a);

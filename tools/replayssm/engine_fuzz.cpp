@@ -36,6 +36,7 @@ int run_engine_level(const FuzzArgs& a, const EngineLevelArgs& e, const std::str
   o.cfg = preset(a.preset);
   require(a.layers >= 0, "layers", "must be >= 0");
   if (a.layers > 0) o.cfg.num_layers = std::min(a.layers, o.cfg.num_layers);
+  require(a.cases >= 1, "cases", "must be >= 1, got ", a.cases);
   const fuzz::Shard shard = shard_of(a);  // --shard I/N or GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS (shard.hpp)
   o.seed = fuzz::shard_seed(a.seed, shard);
   o.cases = fuzz::shard_cases(a.cases, shard);
@@ -46,6 +47,9 @@ int run_engine_level(const FuzzArgs& a, const EngineLevelArgs& e, const std::str
   if (e.buffers != "both") o.buffers = el::parse_buffering(e.buffers, "buffers");
   o.fault = el::parse_engine_fault(a.fault);
   o.dump_dir = a.dump_dir;
+  if (shard.sharded())
+    std::printf("shard %s: %d of %d cases from seed %llu (campaign seed %llu)\n", shard.str().c_str(), o.cases, a.cases,
+                static_cast<unsigned long long>(o.seed), static_cast<unsigned long long>(a.seed));
   const auto r = fuzz::run_engine_fuzz(o, progress_stream());
   char buf[512];
   std::snprintf(buf, sizeof buf,
@@ -54,7 +58,8 @@ int run_engine_level(const FuzzArgs& a, const EngineLevelArgs& e, const std::str
                 shell_quote(r.target).c_str(), shell_quote(a.preset).c_str(), a.layers, a.cases, a.max_commands,
                 e.max_live, a.max_T, shell_quote(e.commit).c_str(), shell_quote(e.buffers).c_str(),
                 shell_quote(a.fault).c_str(), static_cast<unsigned long long>(a.seed));
-  const std::string rerun = std::string(buf) + (shard.sharded() ? " --shard " + shard.str() : "");
+  const std::string campaign = buf;
+  const std::string rerun = campaign + (shard.sharded() ? " --shard " + shard.str() : "");
   if (r.failed)
     std::printf("%-18s FAIL after %d passing cases  %.2f s\n", r.target.c_str(), r.cases_passed, r.seconds);
   else
@@ -74,8 +79,12 @@ int run_engine_level(const FuzzArgs& a, const EngineLevelArgs& e, const std::str
   record["cases"] = o.cases;
   record["campaign_seed"] = a.seed;
   record["campaign_cases"] = a.cases;
+  record["campaign"] = campaign;  // the same for every shard: report merge groups the shards by it
   record["rerun"] = rerun;
-  const nlohmann::json report{{"command", "fuzz"}, {"level", "engine"}, {"campaigns", nlohmann::json::array({record})}};
+  const nlohmann::json report{{"command", "fuzz"},
+                              {"level", "engine"},
+                              {"shard", shard.to_json()},
+                              {"campaigns", nlohmann::json::array({record})}};
   if (!json_out.empty()) write_json_report(json_out, report);
   if (!junit_out.empty()) write_junit(junit_out, junit_suites(report));
   return r.failed ? 1 : 0;

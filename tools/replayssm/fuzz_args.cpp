@@ -52,6 +52,7 @@ fuzz::FuzzOptions options_for(const FuzzArgs& a, const std::string& target) {
   if (!a.layout.empty()) o.cfg.layout = parse_layout(a.layout, "layout");
   if (!a.kda_gate.empty()) o.cfg.kda_gate = parse_kda_gate(a.kda_gate, "kda-gate");
   o.cfg.validate();
+  require(a.cases >= 1, "cases", "must be >= 1, got ", a.cases);
   const fuzz::Shard shard = shard_of(a);
   o.seed = fuzz::shard_seed(a.seed, shard);
   o.cases = fuzz::shard_cases(a.cases, shard);
@@ -100,7 +101,8 @@ std::string campaign_command(const FuzzArgs& a, const std::string& target) {
          std::to_string(a.layers) + " --cases " + std::to_string(a.cases) + " --max-commands " +
          std::to_string(a.max_commands) + " --slots " + std::to_string(a.slots) + " --max-T " + std::to_string(a.max_T) +
          " --recon " + shell_quote(a.recon) + " --ring-dtype " + shell_quote(a.ring_dtype) + " --fault " +
-         shell_quote(a.fault) + " --seed " + std::to_string(a.seed) + overrides(a);
+         shell_quote(a.fault) + " --seed " + std::to_string(a.seed) + overrides(a) +
+         (a.export_trace.empty() ? "" : " --export-trace " + shell_quote(a.export_trace));
 }
 
 std::string rerun_command(const FuzzArgs& a, const std::string& target) {

@@ -36,6 +36,9 @@ struct FuzzArgs {
   // can still be judged at the preset's dimensions.
   std::string l2norm, act_dtype, state_dtype, layout, kda_gate;
   std::string shard;           // "I/N" (--shard); "" = GTEST_SHARD_INDEX / GTEST_TOTAL_SHARDS, else unsharded
+  // --export-trace FILE of `fuzz` (set by that command): it restricts what is generated to what a trace records,
+  // so it is part of the command that reruns the campaign.
+  std::string export_trace;
 };
 
 // Adds --preset, --layers, --cases, --max-commands, --slots, --max-T, --seed, --recon, --ring-dtype,

@@ -175,6 +175,17 @@ def test_shards():
     root, counts = junit(path("fm.xml"))
     check(counts == (1, 1, 0) and "--shard" in root.find(".//failure").text, "merge: JUnit failure with the repro")
 
+    # Engine-level shards merge the same way (each report names its shard and the whole campaign).
+    for i in range(2):
+        run("fuzz", "--level", "engine", "--target", "engine:reference", *SMALL, "--cases", "10", "--shard",
+            f"{i}/2", "--json", path(f"e{i}.json"))
+    run("report", "merge", path("e0.json"), path("e1.json"), "--json", path("em.json"))
+    em = json.load(open(path("em.json")))
+    check(em["ok"] and em["campaigns"][0]["cases_passed"] == 10 and em["campaigns"][0]["shards"] == 2,
+          "merge: engine-level shards, 10 cases over 2 shards")
+    p = run("fuzz", "--target", "replay", *SMALL, "--cases", "0", expect=None)
+    check(p.returncode == 2 and "cases" in p.stderr, "zero cases: an error naming cases")
+
     # conform shards: fixtures split, every fixture checked once over the shards.
     for i in range(2):
         run("conform", "--preset", "tiny-kda", "--cases", "2", "--no-deep", "--shard", f"{i}/2", "--json",
