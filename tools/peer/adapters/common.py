@@ -9,6 +9,7 @@ directory is put first on sys.path.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 
@@ -60,6 +61,24 @@ def torch_dtype(spelling: str):
     import torch
 
     return {"F32": torch.float32, "BF16": torch.bfloat16}[spelling]
+
+
+def load_peer_file(src: str, rel: str, module_name: str, who: str):
+    """Imports the peer's own file SRC/REL as module `module_name`; a missing file stops the adapter naming it."""
+    path = os.path.join(src, rel)
+    if not os.path.isfile(path):
+        raise SystemExit(f"{who}: {path} is missing (see tools/peer/adapters/README.md)")
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def check_in_place(rows: list, what: str) -> None:
+    """Peers that commit in place only: a live row with write_slot != slot is refused, naming the row."""
+    for i, r in enumerate(rows):
+        if not r.is_pad and r.write_slot not in (r.slot, -1):
+            raise TargetError(f"rows[{i}].write_slot", f"{what} commits in place only (write_slot == slot)")
 
 
 def gdn_geometry(target, setup: dict, what: str) -> None:

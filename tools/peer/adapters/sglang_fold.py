@@ -32,7 +32,6 @@ in fp32 (stored fp32 in the ring); k and q divided by sqrt(sum(x^2) + 1e-6) (l2n
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 
@@ -40,7 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import common  # noqa: E402
-from replayssm_kit.target import Target, TargetError, serve  # noqa: E402
+from replayssm_kit.target import Target, serve  # noqa: E402
 
 ENV = "REPLAYSSM_SGLANG_SRC"
 FLA_DIR = "python/sglang/kernels/ops/attention/fla"
@@ -63,13 +62,7 @@ def _interpreter_range(*bounds):
 def load_peer(src: str) -> dict:
     mods = {}
     for key, rel in PEER_FILES.items():
-        path = os.path.join(src, rel)
-        if not os.path.isfile(path):
-            raise SystemExit(f"sglang_fold: {path} is missing (see tools/peer/adapters/README.md)")
-        spec = importlib.util.spec_from_file_location(f"sglang_{key}", path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        mods[key] = mod
+        mods[key] = common.load_peer_file(src, rel, f"sglang_{key}", "sglang_fold")
     if os.environ.get("TRITON_INTERPRET") == "1":
         # Triton's CPU interpreter runs a `for t in range(...)` loop with Python ints, which lack the `.to`
         # that the fold calls on its loop counter (`t.to(tl.int64)`, an index widening). Only under the
@@ -138,9 +131,7 @@ class SglangFold(Target):
         torch = self.torch
         N = inputs[0]["q"].shape[0]
         common.check_rows(rows, N, self.S, self.T)
-        for i, r in enumerate(rows):
-            if not r.is_pad and r.write_slot not in (r.slot, -1):
-                raise TargetError(f"rows[{i}].write_slot", "the fold commits in place only (write_slot == slot)")
+        common.check_in_place(rows, "the fold")
         for r in rows:
             if not r.is_pad and r.is_prefill and r.fresh:
                 for l in range(self.L):

@@ -32,7 +32,6 @@ sqrt(sum(x^2) + 1e-6) (l2norm div_sqrt).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 import types
@@ -41,7 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import common  # noqa: E402
-from replayssm_kit.target import Target, TargetError, serve  # noqa: E402
+from replayssm_kit.target import Target, serve  # noqa: E402
 
 ENV = "REPLAYSSM_TOKENSPEED_SRC"
 PEER_FILE = "tokenspeed-kernel/python/tokenspeed_kernel/ops/attention/triton/gated_delta_rule.py"
@@ -86,13 +85,7 @@ def _shim_modules() -> None:
 
 def load_peer(src: str):
     _shim_modules()
-    path = os.path.join(src, PEER_FILE)
-    if not os.path.isfile(path):
-        raise SystemExit(f"tokenspeed_replay: {path} is missing (see tools/peer/adapters/README.md)")
-    spec = importlib.util.spec_from_file_location("tokenspeed_gated_delta_rule", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return common.load_peer_file(src, PEER_FILE, "tokenspeed_gated_delta_rule", "tokenspeed_replay")
 
 
 class TokenSpeedReplay(Target):

@@ -33,7 +33,6 @@ in the activation dtype and the records in the ring's dtype: with bf16 activatio
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 import types
@@ -42,7 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import common  # noqa: E402
-from replayssm_kit.target import Target, TargetError, serve  # noqa: E402
+from replayssm_kit.target import Target, serve  # noqa: E402
 
 ENV = "REPLAYSSM_VLLM_SRC"
 PEER_FILE = "vllm/model_executor/layers/fla/ops/gdn_replayssm_spec_decode.py"
@@ -67,13 +66,7 @@ def load_peer(src: str):
     cfg = types.ModuleType("vllm.model_executor.layers.mamba.ops.replayssm_config")
     cfg.get_replayssm_config = launch_config
     sys.modules[cfg.__name__] = cfg
-    path = os.path.join(src, PEER_FILE)
-    if not os.path.isfile(path):
-        raise SystemExit(f"vllm_spec_ring: {path} is missing (see tools/peer/adapters/README.md)")
-    spec = importlib.util.spec_from_file_location("vllm_gdn_replayssm_spec_decode", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return common.load_peer_file(src, PEER_FILE, "vllm_gdn_replayssm_spec_decode", "vllm_spec_ring")
 
 
 class VllmSpecRing(Target):
@@ -172,9 +165,7 @@ class VllmSpecRing(Target):
         torch = self.torch
         N = inputs[0]["q"].shape[0]
         common.check_rows(rows, N, self.S, self.T)
-        for i, r in enumerate(rows):
-            if not r.is_pad and r.write_slot not in (r.slot, -1):
-                raise TargetError(f"rows[{i}].write_slot", "the ring commits in place only (write_slot == slot)")
+        common.check_in_place(rows, "the ring")
         fresh = [r.slot + 1 for r in rows if not r.is_pad and r.is_prefill and r.fresh]
         for l in range(self.L):
             blk = self._blocks(l)
