@@ -51,7 +51,8 @@ RC_GTEST_PROP(EngineLevel, ReferenceEngineMatchesPerRequestTruth, ()) {
 // combination of commit mode and buffering (each against the same slot-free truth).
 RC_GTEST_PROP(EngineLevel, CommitModesAgreeOnOneSequence, ()) {
   auto setup = *engine_setup();
-  const auto events = fuzz::generate_events(setup.options.max_live, setup.base.max_T, *testgen::seed(), 60);
+  const auto events =
+      fuzz::generate_events(setup.options.max_live, setup.base.max_T, *testgen::seed(), 60, setup.options.block);
   for (auto c : {el::CommitMode::SameIteration, el::CommitMode::NextStep})
     for (auto b : {el::Buffering::InPlace, el::Buffering::Double}) {
       setup.options.commit = c;

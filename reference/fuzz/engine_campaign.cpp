@@ -34,15 +34,21 @@ FuzzReport run_engine_fuzz(const EngineFuzzOptions& opt, std::ostream* progress)
   const auto t0 = std::chrono::steady_clock::now();
   // The reference engine is judged under every commit mode and buffering at once (one engine each, in lock
   // step); an engine process once per case, under options drawn for the case (they are hints it may ignore).
+  // Prefix snapshots (a block drawn per case) for the project's engines; an engine process keeps none
+  // (protocol 0.1 has no snapshot events). The spec-ring engine commits in place only.
   const bool one = opt.target.rfind("exec:", 0) == 0;
-  const auto all = option_variants(opt.max_live, opt.commit, opt.buffers);
+  const bool ring = opt.target == "ring";
+  require(!ring || opt.buffers != el::Buffering::Double, "buffers", "the ring engine commits in place");
+  const auto all = option_variants(opt.max_live, opt.commit, ring ? el::Buffering::InPlace : opt.buffers);
   std::vector<el::EngineOptions> last_variants;
   auto prop = [&] {
     const std::uint64_t case_seed = *rc::gen::arbitrary<std::uint64_t>();
-    el::EngineOptions o = *engine_options(opt.max_live);
+    el::EngineOptions o = *engine_options(opt.max_live, !one);
     if (opt.commit) o.commit = *opt.commit;
     if (opt.buffers) o.buffers = *opt.buffers;
-    const std::vector<el::EngineOptions> variants = one ? std::vector<el::EngineOptions>{o} : all;
+    if (ring) o.buffers = el::Buffering::InPlace;
+    std::vector<el::EngineOptions> variants = one ? std::vector<el::EngineOptions>{o} : all;
+    for (auto& v : variants) v.block = o.block;
     const auto setup = el::make_engine_level_setup(opt.cfg, case_seed, opt.max_live, opt.max_T, variants[0]);
     ++case_no;
     try {

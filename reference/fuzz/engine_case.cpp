@@ -59,6 +59,7 @@ EngineCase parse_engine_case(const SafetensorsFile& file) {
     const std::string f = of + "[" + std::to_string(i) + "]";
     c.variants.push_back(el::EngineOptions::from_json(oj[i], f));
     require(c.variants[i].max_live == c.variants[0].max_live, f + ".max_live", "differs from options[0].max_live");
+    require(c.variants[i].block == c.variants[0].block, f + ".block", "differs from options[0].block");
   }
   c.setup.options = c.variants[0];
   try {

@@ -25,31 +25,46 @@ void EngineLevelModel::apply(const Event& e) {
     case Event::Kind::Admit:
       reqs[e.req] = EngineModelRequest{Status::Running, 0, e.prompt, 0, e.max_new};
       break;
-    case Event::Kind::Fork: reqs[e.req] = reqs.at(e.from); break;
+    case Event::Kind::Fork:
+      reqs[e.req] = reqs.at(e.from);
+      reqs[e.req].snapshot = 0;  // the blocks stay the donor's
+      break;
     case Event::Kind::PrefixHit: {
       EngineModelRequest q = reqs.at(e.from);  // the prefix: everything `from` committed
       q.to_prefill = e.prompt;
       q.generated = 0;
       q.max_new = e.max_new;
+      q.snapshot = 0;
       reqs[e.req] = q;
       break;
     }
+    case Event::Kind::SnapshotHit:  // the prefix: `from`'s tokens up to its snapshot's boundary
+      reqs[e.req] = EngineModelRequest{Status::Running, reqs.at(e.from).snapshot, e.prompt, 0, e.max_new, 0};
+      break;
+    case Event::Kind::Migrate: break;
     case Event::Kind::Finish: reqs.at(e.req).status = Status::Finished; break;
     case Event::Kind::Preempt: reqs.at(e.req).status = Status::Preempted; break;
     case Event::Kind::Resume: {
       auto& q = reqs.at(e.req);
       q.to_prefill += q.committed;
       q.committed = 0;
+      q.snapshot = 0;
       q.status = Status::Running;
       break;
     }
     case Event::Kind::Step:
       for (const auto& en : e.entries) {
         auto& q = reqs.at(en.req);
+        // A block boundary crossed by a committed call: the snapshot moves to the last one crossed.
+        auto crossed = [&](std::int32_t before) {
+          if (block > 0 && q.committed / block != before / block) q.snapshot = q.committed - q.committed % block;
+        };
+        const std::int32_t before = q.committed;
         if (q.to_prefill > 0) {
           const std::int32_t chunk = std::min(en.T, q.to_prefill);
           q.to_prefill -= chunk;
           q.committed += chunk;
+          crossed(before);
           continue;
         }
         // The run is cut at the stop token if there is one; the budget cuts it too; either ends the request.
@@ -58,11 +73,13 @@ void EngineLevelModel::apply(const Event& e) {
         const std::int32_t took = std::min(cut, budget);
         q.committed += took;
         q.generated += took;
+        crossed(before);
         if (en.eog_at > 0 || cut >= budget) q.status = Status::Finished;
       }
       break;
   }
-  if (e.kind == Event::Kind::Admit || e.kind == Event::Kind::Fork || e.kind == Event::Kind::PrefixHit)
+  if (e.kind == Event::Kind::Admit || e.kind == Event::Kind::Fork || e.kind == Event::Kind::PrefixHit ||
+      e.kind == Event::Kind::SnapshotHit)
     next_id = std::max(next_id, e.req + 1);
 }
 
@@ -129,10 +146,7 @@ std::string run_checks(el::EngineJudge& judge, const EngineLevelModel& before, c
 
 el::EngineJudge make_judge(const el::EngineLevelSetup& setup, const std::string& engine, el::EngineFault fault,
                            const std::vector<el::EngineOptions>& variants) {
-  std::vector<el::EngineJudge::Candidate> c;
-  for (const auto& o : variants.empty() ? std::vector<el::EngineOptions>{setup.options} : variants)
-    c.push_back(el::EngineJudge::Candidate{o, el::make_request_engine(engine, fault)});
-  return el::EngineJudge(setup, std::move(c));
+  return el::EngineJudge(setup, judge_candidates(setup, engine, fault, variants));
 }
 
 struct EventCommand : Base {
@@ -232,6 +246,33 @@ struct Derive : EventCommand {
     RC_PRE(!m.reqs.count(e.req) && has(m.with(Status::Running, true), e.from) && m.resident() < m.max_live);
   }
 };
+// A prefix-cache hit on a running request's block snapshot.
+struct SnapshotHit : EventCommand {
+  explicit SnapshotHit(const EngineLevelModel& m) {
+    RC_PRE(m.block > 0 && m.resident() < m.max_live);
+    e.kind = Event::Kind::SnapshotHit;
+    e.req = m.next_id;
+    e.from = pick(with_snapshot(m));
+    e.prompt = *uniform<int>(1, 7);
+    e.max_new = budget(m.max_T);
+    e.seed = any_seed();
+  }
+  static std::vector<std::int32_t> with_snapshot(const EngineLevelModel& m) {
+    std::vector<std::int32_t> v;
+    for (const auto& [id, r] : m.reqs)
+      if (r.status == Status::Running && r.snapshot > 0) v.push_back(id);
+    return v;
+  }
+  void checkPreconditions(const EngineLevelModel& m) const override {
+    RC_PRE(m.block > 0 && !m.reqs.count(e.req) && has(with_snapshot(m), e.from) && m.resident() < m.max_live);
+  }
+};
+
+// Defragmentation: a running request moved to other slots (engines that migrate; nothing observable).
+struct Migrate : Release {
+  explicit Migrate(const EngineLevelModel& m) : Release(m, Event::Kind::Migrate) {}
+};
+
 struct Fork : Derive {
   explicit Fork(const EngineLevelModel& m) : Derive(m, Event::Kind::Fork) {}
 };
@@ -242,13 +283,14 @@ struct PrefixHit : Derive {
 rc::Gen<rc::state::Commands<Base>> event_gen(const EngineLevelModel& m0) {
   return rc::state::gen::commands(
       m0, rc::state::gen::execOneOfWithArgs<Admit, Admit, Step, Step, Step, Step, Step, Step, Finish, Preempt, Preempt, Resume,
-                                            Fork, PrefixHit>());
+                                            Fork, PrefixHit, SnapshotHit, SnapshotHit, Migrate>());
 }
 
-EngineLevelModel model_for(std::int32_t max_live, std::int32_t max_T) {
+EngineLevelModel model_for(std::int32_t max_live, std::int32_t max_T, std::int32_t block) {
   EngineLevelModel m;
   m.max_live = max_live;
   m.max_T = max_T;
+  m.block = block;
   return m;
 }
 
@@ -263,18 +305,34 @@ std::vector<el::EngineOptions> option_variants(std::int32_t max_live, std::optio
   return v;
 }
 
-rc::Gen<el::EngineOptions> engine_options(std::int32_t max_live) {
-  return rc::gen::exec([max_live] {
+rc::Gen<el::EngineOptions> engine_options(std::int32_t max_live, bool snapshots) {
+  return rc::gen::exec([max_live, snapshots] {
     el::EngineOptions o;
     o.max_live = max_live;
     o.commit = *rc::gen::element(el::CommitMode::SameIteration, el::CommitMode::NextStep);
     o.buffers = *rc::gen::element(el::Buffering::InPlace, el::Buffering::Double);
+    if (snapshots) o.block = *rc::gen::element(0, 2, 3, 4, 5);
     return o;
   });
 }
 
-std::vector<Event> generate_events(std::int32_t max_live, std::int32_t max_T, std::uint64_t seed, int size) {
-  const auto cmds = event_gen(model_for(max_live, max_T))(rc::Random(seed), size).value();
+std::vector<el::EngineJudge::Candidate> judge_candidates(const el::EngineLevelSetup& setup, const std::string& engine,
+                                                         el::EngineFault fault,
+                                                         const std::vector<el::EngineOptions>& variants) {
+  std::vector<el::EngineJudge::Candidate> c;
+  const auto all = variants.empty() ? std::vector<el::EngineOptions>{setup.options} : variants;
+  for (const auto& o : all) c.push_back(el::EngineJudge::Candidate{o, el::make_request_engine(engine, fault)});
+  // The spec-ring design joins the reference engine's runs where it is bit-exact (an F32 state: its
+  // checkpoint is rounded at flushes, the truth at every commit) and its slots fit (in place).
+  if (engine == "reference" && setup.base.cfg.state_dtype == DType::F32)
+    for (const auto& o : all)
+      if (o.buffers == el::Buffering::InPlace) c.push_back(el::EngineJudge::Candidate{o, el::make_request_engine("ring", fault)});
+  return c;
+}
+
+std::vector<Event> generate_events(std::int32_t max_live, std::int32_t max_T, std::uint64_t seed, int size,
+                                   std::int32_t block) {
+  const auto cmds = event_gen(model_for(max_live, max_T, block))(rc::Random(seed), size).value();
   std::vector<Event> out;
   for (const auto& c : cmds) out.push_back(dynamic_cast<const EventCommand&>(*c).e);
   return out;
@@ -283,13 +341,14 @@ std::vector<Event> generate_events(std::int32_t max_live, std::int32_t max_T, st
 void check_engine_level(const el::EngineLevelSetup& setup, const std::string& engine, el::EngineFault fault,
                         std::vector<Event>* last_failure, std::string* last_reason,
                         const std::vector<el::EngineOptions>& variants) {
-  const EngineLevelModel m0 = model_for(setup.options.max_live, setup.base.max_T);
+  const EngineLevelModel m0 = model_for(setup.options.max_live, setup.base.max_T, setup.options.block);
   EngineLevelSut sut{make_judge(setup, engine, fault, variants), {}};
   try {
     const auto cmds = *event_gen(m0);
     rc::state::runAll(cmds, m0, sut);
-    bool fork = false, hit = false, resume = false, stop = false;
+    bool fork = false, hit = false, resume = false, stop = false, snap = false;
     for (const auto& e : sut.judge.executed()) {
+      snap = snap || e.kind == Event::Kind::SnapshotHit;
       fork = fork || e.kind == Event::Kind::Fork;
       hit = hit || e.kind == Event::Kind::PrefixHit;
       resume = resume || e.kind == Event::Kind::Resume;
@@ -299,6 +358,7 @@ void check_engine_level(const el::EngineLevelSetup& setup, const std::string& en
     RC_CLASSIFY(hit, "prefix hit");
     RC_CLASSIFY(resume, "resume");
     RC_CLASSIFY(stop, "stop token");
+    RC_CLASSIFY(snap, "snapshot hit");
   } catch (...) {
     if (!sut.failure.empty()) {
       if (last_failure) *last_failure = sut.judge.executed();
@@ -311,7 +371,7 @@ void check_engine_level(const el::EngineLevelSetup& setup, const std::string& en
 std::string replay_events(const el::EngineLevelSetup& setup, const std::string& engine, el::EngineFault fault,
                           const std::vector<Event>& events, const std::vector<el::EngineOptions>& variants) {
   el::EngineJudge judge = make_judge(setup, engine, fault, variants);
-  EngineLevelModel model = model_for(setup.options.max_live, setup.base.max_T);
+  EngineLevelModel model = model_for(setup.options.max_live, setup.base.max_T, setup.options.block);
   for (std::size_t i = 0; i < events.size(); ++i) {
     const std::string err = run_checks(judge, model, events[i]);
     if (!err.empty()) return "event " + std::to_string(i) + " (" + events[i].str() + "): " + err;

@@ -22,11 +22,13 @@ namespace el = ref::engine_level;
 struct EngineModelRequest {
   el::Status status = el::Status::Running;
   std::int32_t committed = 0, to_prefill = 0, generated = 0, max_new = 1;
+  std::int32_t snapshot = 0;  // block boundary of the latest prefix snapshot (0: none)
 };
 
 struct EngineLevelModel {
   std::int32_t max_live = 4;
   std::int32_t max_T = 4;
+  std::int32_t block = 0;  // prefix-cache block (0: no snapshots, no snapshot_hit events)
   std::int32_t next_id = 0;
   std::map<std::int32_t, EngineModelRequest> reqs;
   std::int32_t resident() const;
@@ -45,8 +47,9 @@ std::vector<el::EngineOptions> option_variants(std::int32_t max_live, std::optio
                                                std::optional<el::Buffering> buffers = {});
 
 // Runs one generated event sequence (inside a RapidCheck property) on an EngineJudge over one instance of
-// make_request_engine(engine, fault) per entry of `variants` (empty: setup.options alone), all in lock step
-// against one truth; after every event the judge's checks, then the truth's and every engine's request table
+// make_request_engine(engine, fault) per entry of `variants` (empty: setup.options alone) — for engine
+// "reference" with an F32 state also one spec-ring engine per in-place variant (judge_candidates) — all in
+// lock step against one truth; after every event the judge's checks, then the truth's and every engine's request table
 // against the model. On the first failure: records it (and the executed sequence) and fails.
 void check_engine_level(const el::EngineLevelSetup& setup, const std::string& engine, el::EngineFault fault,
                         std::vector<el::Event>* last_failure = nullptr, std::string* last_reason = nullptr,
@@ -57,9 +60,16 @@ std::string replay_events(const el::EngineLevelSetup& setup, const std::string& 
                           const std::vector<el::Event>& events, const std::vector<el::EngineOptions>& variants = {});
 
 // A sequence from the same generator, deterministic in (seed, size).
-std::vector<el::Event> generate_events(std::int32_t max_live, std::int32_t max_T, std::uint64_t seed, int size);
+std::vector<el::Event> generate_events(std::int32_t max_live, std::int32_t max_T, std::uint64_t seed, int size,
+                                      std::int32_t block = 0);
 
-// Engine options drawn for one case: both commit modes and both bufferings.
-rc::Gen<el::EngineOptions> engine_options(std::int32_t max_live);
+// Engine options drawn for one case: both commit modes and both bufferings; prefix snapshots with a block
+// of 2..5 tokens in three cases of four when `snapshots`.
+rc::Gen<el::EngineOptions> engine_options(std::int32_t max_live, bool snapshots = true);
+
+// The engines judged in lock step for `engine` under `variants` (see check_engine_level).
+std::vector<el::EngineJudge::Candidate> judge_candidates(const el::EngineLevelSetup& setup, const std::string& engine,
+                                                         el::EngineFault fault,
+                                                         const std::vector<el::EngineOptions>& variants);
 
 }  // namespace replayssm::fuzz

@@ -14,7 +14,7 @@ namespace {
 constexpr std::int64_t kI32Max = std::numeric_limits<std::int32_t>::max();
 constexpr Event::Kind kKinds[] = {Event::Kind::Admit,  Event::Kind::Step, Event::Kind::Finish,
                                   Event::Kind::Preempt, Event::Kind::Resume, Event::Kind::Fork,
-                                  Event::Kind::PrefixHit};
+                                  Event::Kind::PrefixHit, Event::Kind::SnapshotHit, Event::Kind::Migrate};
 }  // namespace
 
 const char* kind_name(Event::Kind k) {
@@ -26,6 +26,8 @@ const char* kind_name(Event::Kind k) {
     case Event::Kind::Resume: return "resume";
     case Event::Kind::Fork: return "fork";
     case Event::Kind::PrefixHit: return "prefix_hit";
+    case Event::Kind::SnapshotHit: return "snapshot_hit";
+    case Event::Kind::Migrate: return "migrate";
   }
   return "?";
 }
@@ -45,6 +47,7 @@ nlohmann::json Event::to_json() const {
       j.update({{"req", req}, {"prompt", prompt}, {"max_new", max_new}, {"seed", std::to_string(seed)}});
       break;
     case Kind::PrefixHit:
+    case Kind::SnapshotHit:
       j.update({{"req", req}, {"from", from}, {"prompt", prompt}, {"max_new", max_new}, {"seed", std::to_string(seed)}});
       break;
     case Kind::Fork: j.update({{"req", req}, {"from", from}}); break;
@@ -91,6 +94,7 @@ Event Event::from_json(const nlohmann::json& j, const std::string& field) {
       e.seed = seed(j, field);
       break;
     case Kind::PrefixHit:
+    case Kind::SnapshotHit:
       require_only_keys(j, {"kind", "req", "from", "prompt", "max_new", "seed"}, field);
       e.req = i32(j, "req", field, 0);
       e.from = i32(j, "from", field, 0);
@@ -124,8 +128,9 @@ std::string Event::str() const {
     return os.str();
   }
   os << " req" << req;
-  if (kind == Kind::Fork || kind == Kind::PrefixHit) os << " from req" << from;
-  if (kind == Kind::Admit || kind == Kind::PrefixHit) os << " prompt=" << prompt << " max_new=" << max_new;
+  const bool hit = kind == Kind::PrefixHit || kind == Kind::SnapshotHit;
+  if (kind == Kind::Fork || hit) os << " from req" << from;
+  if (kind == Kind::Admit || hit) os << " prompt=" << prompt << " max_new=" << max_new;
   return os.str();
 }
 

@@ -25,6 +25,8 @@ std::string status_str(const RequestStatus& s) {
 }  // namespace
 
 EngineJudge::EngineJudge(const EngineLevelSetup& setup, std::unique_ptr<RequestEngine> sut) : truth_(setup) {
+  require(setup.options.block == 0 || sut->prefix_snapshots(), "options.block", "engine '", sut->name(),
+          "' keeps no prefix snapshots (block = ", setup.options.block, ")");
   suts_.push_back(Candidate{setup.options, std::move(sut)});
   suts_.back().engine->setup(setup);
 }
@@ -36,6 +38,9 @@ EngineJudge::EngineJudge(const EngineLevelSetup& setup, std::vector<Candidate> s
     EngineLevelSetup own = setup;
     own.options = c.options;
     own.options.max_live = setup.options.max_live;
+    own.options.block = setup.options.block;
+    require(own.options.block == 0 || c.engine->prefix_snapshots(), "options.block", "engine '", c.engine->name(),
+            "' keeps no prefix snapshots (block = ", own.options.block, ")");
     c.options = own.options;
     c.engine->setup(own);
   }
@@ -43,7 +48,8 @@ EngineJudge::EngineJudge(const EngineLevelSetup& setup, std::vector<Candidate> s
 
 std::string EngineJudge::label(std::size_t i) const {
   const auto& o = suts_.at(i).options;
-  return to_string(o.commit) + "/" + to_string(o.buffers);
+  const std::string name = suts_.at(i).engine->name();
+  return (name == "reference" ? std::string() : name + ":") + to_string(o.commit) + "/" + to_string(o.buffers);
 }
 
 CompareReport EngineJudge::compare_values(const RequestEngine& sut, const std::vector<float>& ref,
@@ -57,6 +63,10 @@ void EngineJudge::run_on(RequestEngine& sut, const RequestTruth& truth, const Ev
   switch (e.kind) {
     case Event::Kind::Admit: sut.admit(e.req, truth.prompt_inputs(e), e.max_new); break;
     case Event::Kind::PrefixHit: sut.prefix_hit(e.req, e.from, truth.prompt_inputs(e), e.max_new); break;
+    case Event::Kind::SnapshotHit: sut.snapshot_hit(e.req, e.from, truth.prompt_inputs(e), e.max_new); break;
+    case Event::Kind::Migrate:
+      if (sut.migrates()) sut.migrate(e.req);  // invisible by definition: nothing to send to others
+      break;
     case Event::Kind::Fork: sut.fork(e.req, e.from); break;
     case Event::Kind::Finish: sut.finish(e.req); break;
     case Event::Kind::Preempt: sut.preempt(e.req); break;
@@ -98,6 +108,7 @@ std::string EngineJudge::apply(const Event& e) {
       if (step) why = check_outputs(sut, e, want, got);
       if (why.empty()) why = check_table(sut);
       if (why.empty()) why = check_states(sut);
+      if (why.empty() && setup.options.block > 0) why = check_snapshots(sut);
       if (why.empty()) why = check_slots(sut, map_before[i], pools_before[i]);
       if (!why.empty()) return tag(i) + why;
     } catch (const Error& err) {
@@ -154,6 +165,27 @@ std::string EngineJudge::check_states(const RequestEngine& sut) const {
       if (!self.ok) return "truth self-check failed: " + who(id) + " layer " + std::to_string(l) + ": " + self.str();
       const auto rep = compare_values(sut, want, sut.committed_state(id, l), true);
       if (!rep.ok) return who(id) + " layer " + std::to_string(l) + ": committed state differs: " + rep.str();
+    }
+  }
+  return {};
+}
+
+// 6. Prefix snapshots: every running request's snapshot boundary and its state, against the truth's
+// recomputation of the request's history cut at the boundary.
+std::string EngineJudge::check_snapshots(const RequestEngine& sut) const {
+  for (const auto& [id, r] : truth_.requests()) {
+    if (r.status.status != Status::Running) continue;
+    const std::int32_t got = sut.snapshot_tokens(id);
+    if (got != r.snapshot)
+      return who(id) + ": the engine's prefix snapshot is at " + std::to_string(got) + " tokens, the track step rule puts it at " +
+             std::to_string(r.snapshot) + " (committed " + std::to_string(r.status.committed) + ", block " +
+             std::to_string(truth_.setup().options.block) + "; 0 = none)";
+    if (r.snapshot == 0) continue;
+    for (std::int32_t l = 0; l < truth_.setup().base.cfg.num_layers; ++l) {
+      const auto rep = compare_values(sut, truth_.recompute(id, l, r.snapshot), sut.snapshot_state(id, l), true);
+      if (!rep.ok)
+        return who(id) + " layer " + std::to_string(l) + ": the prefix snapshot at " + std::to_string(r.snapshot) +
+               " tokens differs from the state at that boundary: " + rep.str();
     }
   }
   return {};

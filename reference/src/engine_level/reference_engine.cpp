@@ -1,7 +1,9 @@
 // The project's engine-level implementation: a request table, a slot allocator (LIFO free list), a persistent
 // batch whose rows keep their positions and are condensed when a request leaves (the last row moves into the
 // hole), in-place or ping-pong double-buffered slots, same-iteration or next-step commits, copy-on-write by
-// eager copy — over the batch-level raw-payload replay reference (batch::verify_replay / commit_replay). The
+// eager copy, prefix snapshots by the track step rule in slots of their own (the last max_live slots; a
+// snapshot is the row's payload replayed up to the block boundary into its snapshot slot) — over the
+// batch-level raw-payload replay reference (batch::verify_replay / commit_replay). The
 // engine-level faults of the catalogue (request_engine.hpp) change this bookkeeping only; the math is the
 // batch-level reference's.
 #include <algorithm>
@@ -50,9 +52,12 @@ class ReferenceEngine : public RequestEngine {
     pools_.assign(static_cast<std::size_t>(b.cfg.num_layers),
                   std::vector<float>(static_cast<std::size_t>(b.num_slots * stride_), b.poison));
     dbl_ = s.options.buffers == Buffering::Double;
-    homes_.assign(static_cast<std::size_t>(dbl_ ? b.num_slots / 2 : b.num_slots), Home{});
+    const std::int32_t snaps = s.options.block > 0 ? s.options.max_live : 0;  // snapshot slots at the end
+    homes_.assign(static_cast<std::size_t>(dbl_ ? (b.num_slots - snaps) / 2 : b.num_slots - snaps), Home{});
     free_.clear();
     for (std::int32_t h = static_cast<std::int32_t>(homes_.size()) - 1; h >= 0; --h) free_.push_back(h);
+    snap_free_.clear();
+    for (std::int32_t k = 0; k < snaps; ++k) snap_free_.push_back(b.num_slots - 1 - k);
     geo_ = PayloadGeometry::sized(b.page_tokens, b.max_T, s.options.max_live, 1);
     reqs_.clear();
     order_.clear();
@@ -85,6 +90,38 @@ class ReferenceEngine : public RequestEngine {
   }
 
   void fork(std::int32_t req, std::int32_t from) override { derive(req, from, "fork"); }
+
+  bool prefix_snapshots() const override { return true; }
+  // A new request restored from `from`'s snapshot into a private home (buffer 0), its first X tokens as history.
+  void snapshot_hit(std::int32_t req, std::int32_t from, const std::vector<SequenceInputs>& prompt,
+                    std::int32_t max_new) override {
+    require(!reqs_.count(req), "snapshot_hit.req", "request ", req, " already exists");
+    require(max_new >= 1, "snapshot_hit.max_new", "must be >= 1");
+    check_inputs(prompt, "snapshot_hit.prompt", true);
+    const Req& src = at(from, "snapshot_hit.from");
+    require(src.status == Status::Running && src.snap_slot >= 0, "snapshot_hit.from", "request ", from,
+            " holds no snapshot");
+    resolve(from);  // the history up to the boundary may still be a deferred commit
+    Req r;
+    r.history = slice(cfg(), src.history, 0, src.snap_tokens);
+    r.pending = prompt;
+    r.max_new = max_new;
+    r.home = allocate();
+    for (std::int32_t l = 0; l < cfg().num_layers; ++l) put(l, phys(r.home, 0), get(l, src.snap_slot));
+    reqs_[req] = std::move(r);
+    order_.push_back(req);
+  }
+  std::int32_t snapshot_tokens(std::int32_t req) const override {
+    const Req& r = at(req, "snapshot.req");
+    require(r.status == Status::Running, "snapshot.req", "request ", req, " is not running");
+    return r.snap_tokens;
+  }
+  std::vector<float> snapshot_state(std::int32_t req, std::int32_t layer) const override {
+    const Req& r = at(req, "snapshot.req");
+    require(r.status == Status::Running && r.snap_slot >= 0, "snapshot.req", "request ", req, " holds no snapshot");
+    require(layer >= 0 && layer < cfg().num_layers, "snapshot.layer", "is ", layer);
+    return get(layer, r.snap_slot);
+  }
 
   std::vector<std::vector<std::vector<float>>> step(const std::vector<StepEntry>& entries,
                                                     const std::vector<std::vector<SequenceInputs>>& windows) override;
@@ -134,8 +171,10 @@ class ReferenceEngine : public RequestEngine {
   std::map<std::int32_t, std::vector<std::int32_t>> slot_map() const override {
     std::map<std::int32_t, std::vector<std::int32_t>> m;
     for (const auto& [id, r] : reqs_)
-      if (r.status == Status::Running)
+      if (r.status == Status::Running) {
         m[id] = dbl_ ? std::vector<std::int32_t>{2 * r.home, 2 * r.home + 1} : std::vector<std::int32_t>{r.home};
+        if (r.snap_slot >= 0) m[id].push_back(r.snap_slot);
+      }
     return m;
   }
 
@@ -154,6 +193,7 @@ class ReferenceEngine : public RequestEngine {
     Layers pending;   // prompt tokens still to prefill
     bool fresh = false;
     std::int32_t generated = 0, max_new = 1;
+    std::int32_t snap_slot = -1, snap_tokens = 0;  // the prefix snapshot (block boundary; 0: none)
   };
   // The verify rows of the last step whose commit is deferred to the start of the next step (NextStep mode).
   struct Pending {
@@ -278,7 +318,13 @@ class ReferenceEngine : public RequestEngine {
     r.status = to;
     free_home(r.home);
     r.home = -1;
+    drop_snapshot(r);
     leave_batch(req);
+  }
+  void drop_snapshot(Req& r) {
+    if (r.snap_slot >= 0) snap_free_.push_back(r.snap_slot);
+    r.snap_slot = -1;
+    r.snap_tokens = 0;
   }
 
   // Fork and prefix hit: a new running request holding `from`'s committed state in a home of its own (the
@@ -290,6 +336,8 @@ class ReferenceEngine : public RequestEngine {
             " is not running with its prompt committed");
     resolve(from);  // the copy needs the donor's committed state in its slot
     Req r = src;
+    r.snap_slot = -1;  // the snapshot stays the donor's
+    r.snap_tokens = 0;
     if (fault_ == EngineFault::PrefixHitSharesSlot) {
       ++homes_[static_cast<std::size_t>(src.home)].users;
     } else {
@@ -298,6 +346,39 @@ class ReferenceEngine : public RequestEngine {
     }
     order_.push_back(req);
     return reqs_[req] = r;
+  }
+
+  // The track step: a row whose commit of k tokens takes its request from c0 to c0 + k committed tokens
+  // across a block boundary gets a snapshot of the state at the last boundary X crossed: its payload replayed
+  // X - c0 tokens from the read slot into the request's snapshot slot, before any commit of the step (one
+  // commit_replay call over the step's batch, every other row committing nothing). Rows whose request ends in
+  // the step take none. Faults: the whole run replayed (SnapshotAtRunEnd); the crossing and X decided on the
+  // verify window's T tokens, rejected drafts included (SnapshotCountsRejectedDrafts).
+  void take_snapshots(const batch::Batch& b, const std::vector<batch::Layer>& views, const std::vector<std::int32_t>& row_req,
+                      const std::vector<bool>& row_prefill, const std::vector<std::int32_t>& n, const std::vector<bool>& ends) {
+    const std::int32_t B = s_.options.block;
+    if (B <= 0) return;
+    batch::Batch snap = b;
+    bool any = false;
+    for (std::size_t i = 0; i < b.rows.size(); ++i) {
+      snap.rows[i].accepted = 0;
+      if (ends[i]) continue;
+      Req& r = reqs_.at(row_req[i]);
+      const std::int32_t c0 = r.history[0].T, k = row_prefill[i] ? b.rows[i].T : n[i];
+      const std::int32_t reach = fault_ == EngineFault::SnapshotCountsRejectedDrafts ? c0 + b.rows[i].T : c0 + k;
+      if (reach / B == c0 / B) continue;
+      const std::int32_t X = reach / B * B;
+      if (r.snap_slot < 0) {
+        require(!snap_free_.empty(), "slots", "no free snapshot slot");
+        r.snap_slot = snap_free_.back();
+        snap_free_.pop_back();
+      }
+      r.snap_tokens = X;
+      snap.rows[i].write_slot = r.snap_slot;
+      snap.rows[i].accepted = fault_ == EngineFault::SnapshotAtRunEnd ? k : X - c0;
+      any = true;
+    }
+    if (any) batch::commit_replay(snap, views);
   }
 
   // A fresh page table: a permutation of the payload's pages that changes every step.
@@ -322,6 +403,7 @@ class ReferenceEngine : public RequestEngine {
   std::vector<std::vector<float>> pools_;
   std::vector<Home> homes_;
   std::vector<std::int32_t> free_;
+  std::vector<std::int32_t> snap_free_;  // free snapshot slots (LIFO)
   PayloadGeometry geo_;
   std::map<std::int32_t, Req> reqs_;
   std::vector<std::int32_t> order_;  // the persistent batch: running requests in row order
@@ -421,6 +503,7 @@ std::vector<std::vector<std::vector<float>>> ReferenceEngine::step(
     n[i] = k;
   }
 
+  take_snapshots(b, views, row_req, row_prefill, n, ends);
   // Prefill chunks commit in the step; verify rows now (same iteration) or at the next step.
   const bool defer = s_.options.commit == CommitMode::NextStep;
   batch::Batch now = b;
@@ -460,6 +543,7 @@ std::vector<std::vector<std::vector<float>>> ReferenceEngine::step(
       r.status = Status::Finished;
       free_home(r.home);
       r.home = -1;
+      drop_snapshot(r);
       leave_batch(row_req[i]);
     }
 

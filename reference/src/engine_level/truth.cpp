@@ -62,16 +62,22 @@ void RequestTruth::validate(const Event& e) const {
     case Event::Kind::Admit:
     case Event::Kind::Fork:
     case Event::Kind::PrefixHit:
+    case Event::Kind::SnapshotHit:
       require(!reqs_.count(e.req), "event.req", "request ", e.req, " already exists");
       room();
       if (e.kind != Event::Kind::Fork) {
         require(e.prompt >= 1, "event.prompt", "must be >= 1");
         require(e.max_new >= 1, "event.max_new", "must be >= 1");
       }
-      if (e.kind != Event::Kind::Admit)
+      if (e.kind == Event::Kind::SnapshotHit) {
+        require(s_.options.block > 0, "event.kind", "snapshot_hit without prefix snapshots (options.block = 0)");
+        require(running(e.from, "event.from").snapshot > 0, "event.from", "request ", e.from, " has no snapshot");
+      } else if (e.kind != Event::Kind::Admit) {
         require(running(e.from, "event.from").status.to_prefill == 0, "event.from", "request ", e.from,
                 " still prefills");
+      }
       return;
+    case Event::Kind::Migrate:
     case Event::Kind::Finish:
     case Event::Kind::Preempt: running(e.req, "event.req"); return;
     case Event::Kind::Resume: {
@@ -115,6 +121,7 @@ std::vector<std::vector<std::vector<float>>> RequestTruth::apply(const Event& e)
     case Event::Kind::Fork:
     case Event::Kind::PrefixHit: {
       Request r = reqs_.at(e.from);
+      r.snapshot = 0;  // the cache's blocks stay the donor's: a fork or hit starts without a snapshot
       if (e.kind == Event::Kind::PrefixHit) {
         r.pending = prompt_inputs(e);
         r.max_new = e.max_new;
@@ -124,6 +131,26 @@ std::vector<std::vector<std::vector<float>>> RequestTruth::apply(const Event& e)
       reqs_[e.req] = std::move(r);
       return {};
     }
+    case Event::Kind::SnapshotHit: {  // the donor's first X tokens, X its snapshot boundary, then the prompt
+      const Request& d = reqs_.at(e.from);
+      const std::int32_t X = d.snapshot;
+      Request r;
+      r.max_new = e.max_new;
+      for (std::int32_t l = 0; l < L; ++l) {
+        r.history.push_back(d.history[static_cast<std::size_t>(l)].slice(cfg, 0, X));
+        r.state.push_back(recompute(e.from, l, X));
+      }
+      for (std::int32_t t = 0; const std::int32_t n : d.segments) {  // the donor's committed calls, the last one cut at X
+        if (t >= X) break;
+        r.segments.push_back(std::min(n, X - t));
+        t += n;
+      }
+      r.pending = prompt_inputs(e);
+      r.status = RequestStatus{Status::Running, X, e.prompt, 0};
+      reqs_[e.req] = std::move(r);
+      return {};
+    }
+    case Event::Kind::Migrate: return {};
     case Event::Kind::Finish:
     case Event::Kind::Preempt: {
       Request& r = reqs_.at(e.req);
@@ -138,6 +165,7 @@ std::vector<std::vector<std::vector<float>>> RequestTruth::apply(const Event& e)
       r.history = none(cfg);
       r.segments.clear();
       r.state.clear();
+      r.snapshot = 0;
       r.status = RequestStatus{Status::Running, 0, r.pending[0].T, r.status.generated};
       return {};
     }
@@ -178,7 +206,9 @@ std::vector<std::vector<std::vector<float>>> RequestTruth::apply(const Event& e)
           SequenceInputs::concat(cfg, r.history[static_cast<std::size_t>(l)], in[static_cast<std::size_t>(l)].slice(cfg, 0, n));
     }
     if (n > 0) r.segments.push_back(n);
+    const std::int32_t B = s_.options.block, c0 = r.status.committed;
     r.status.committed += n;
+    if (B > 0 && r.status.committed / B > c0 / B) r.snapshot = r.status.committed / B * B;  // track step
     if (ends) {
       r.status.status = Status::Finished;
       r.state.clear();
@@ -187,18 +217,22 @@ std::vector<std::vector<std::vector<float>>> RequestTruth::apply(const Event& e)
   return out;
 }
 
-std::vector<float> RequestTruth::recompute(std::int32_t req, std::int32_t layer) const {
+std::vector<float> RequestTruth::recompute(std::int32_t req, std::int32_t layer, std::int32_t upto) const {
   const auto& cfg = s_.base.cfg;
   const Request& r = reqs_.at(req);
   const auto& h = r.history[static_cast<std::size_t>(layer)];
+  const std::int32_t end = upto < 0 ? h.T : upto;
+  require(end <= h.T, "upto", "is ", end, ", the history holds ", h.T, " tokens");
   std::vector<float> S(static_cast<std::size_t>(cfg.state_elems()), 0.0f), o;
   std::int32_t t0 = 0;
   for (auto n : r.segments) {
+    if (t0 >= end) break;
+    n = std::min(n, end - t0);
     run_recurrent<float>(cfg, s_.base.params[static_cast<std::size_t>(layer)], h.slice(cfg, t0, n), S, o);
     round_to_state_dtype(cfg, S);
     t0 += n;
   }
-  require(t0 == h.T, "history", "segments cover ", t0, " of ", h.T, " tokens");
+  require(t0 == end, "history", "segments cover ", t0, " of ", end, " tokens");
   return S;
 }
 

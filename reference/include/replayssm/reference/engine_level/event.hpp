@@ -23,6 +23,13 @@
 //   prefix_hit  req, from, prompt tokens (seed), max_new: a new request whose prompt starts with every token
 //               `from` has committed (a prefix-cache hit on `from`'s current state) followed by `prompt` new
 //               tokens to prefill; generated starts at 0
+//   snapshot_hit req, from, prompt tokens (seed), max_new: a prefix-cache hit on `from`'s block snapshot
+//               (engines with prefix snapshots, EngineOptions::block > 0): a new request whose prompt starts
+//               with `from`'s first X committed tokens, X the block boundary of `from`'s latest snapshot (the
+//               track step rule, request_engine.hpp), restored from that snapshot, followed by `prompt` new
+//               tokens to prefill; generated starts at 0
+//   migrate     req: the engine moves a running request to other slots (defragmentation; H16): nothing
+//               observable changes. Sent only to engines that migrate (RequestEngine::migrates)
 #pragma once
 
 #include <cstdint>
@@ -42,13 +49,13 @@ struct StepEntry {
 };
 
 struct Event {
-  enum class Kind : std::uint8_t { Admit, Step, Finish, Preempt, Resume, Fork, PrefixHit };
+  enum class Kind : std::uint8_t { Admit, Step, Finish, Preempt, Resume, Fork, PrefixHit, SnapshotHit, Migrate };
   Kind kind = Kind::Step;
-  std::int32_t req = 0;      // the request (fork / prefix_hit: the new one)
-  std::int32_t from = 0;     // fork / prefix_hit: the request continued or whose prefix is reused
-  std::int32_t prompt = 0;   // admit / prefix_hit: new prompt tokens (>= 1)
-  std::int32_t max_new = 0;  // admit / prefix_hit: generation budget (>= 1)
-  std::uint64_t seed = 0;    // admit / prefix_hit: prompt token seed
+  std::int32_t req = 0;      // the request (fork / prefix_hit / snapshot_hit: the new one)
+  std::int32_t from = 0;     // fork / prefix_hit / snapshot_hit: the request continued or whose prefix is reused
+  std::int32_t prompt = 0;   // admit / prefix_hit / snapshot_hit: new prompt tokens (>= 1)
+  std::int32_t max_new = 0;  // admit / prefix_hit / snapshot_hit: generation budget (>= 1)
+  std::uint64_t seed = 0;    // admit / prefix_hit / snapshot_hit: prompt token seed
   std::vector<StepEntry> entries;  // step
 
   nlohmann::json to_json() const;

@@ -9,7 +9,11 @@
 //   5. untouched slots: a slot mapped to no running request before the event and after it is bitwise
 //      unchanged, in every layer; the gap after every slot always is. The write set of an event is thus the
 //      slots of the requests running before or after it: a deferred commit resolved by the event writes the
-//      slots of a request it belongs to, and a commit landing in a slot nobody holds is a failure.
+//      slots of a request it belongs to, and a commit landing in a slot nobody holds is a failure;
+//   6. prefix snapshots (options.block > 0): every running request's snapshot boundary is the truth's (track
+//      step rule, request_engine.hpp) and its state, in every layer, is the truth's history recomputed up to
+//      exactly that boundary (the slots of a snapshot are in its request's slot map).
+// A migrate event goes only to engines that migrate (to the others it is nothing at all).
 #pragma once
 
 #include <map>
@@ -53,6 +57,7 @@ class EngineJudge {
   std::string check_outputs(const RequestEngine& sut, const Event& e, const Outputs& want, const Outputs& got) const;
   std::string check_table(const RequestEngine& sut) const;
   std::string check_states(const RequestEngine& sut) const;
+  std::string check_snapshots(const RequestEngine& sut) const;
   std::string check_slots(const RequestEngine& sut, const SlotMap& before, const Pools& pools_before) const;
   CompareReport compare_values(const RequestEngine& sut, const std::vector<float>& ref, const std::vector<float>& got,
                                bool state) const;

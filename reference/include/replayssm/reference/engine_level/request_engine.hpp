@@ -40,11 +40,24 @@ Buffering parse_buffering(const std::string& s, const std::string& field = "buff
 
 // Conventions the project's reference engine follows (an external engine may ignore them) and the one
 // bound every engine must meet: at most max_live requests hold slots at once (the generator never asks
-// for more). base.num_slots is the pool an engine may use (>= 2 * max_live + 2 from make_engine_level_setup).
+// for more). base.num_slots is the pool an engine may use (>= 2 * max_live + 2 from make_engine_level_setup,
+// max_live more with prefix snapshots).
+//
+// Prefix snapshots (block > 0; hazards H9, H10 of the hazard list): the prefix cache keeps, per running
+// request, a snapshot of its committed state at a block boundary, taken by the track step rule: when a
+// committed call (a prefill chunk or a verify commit) takes the request's committed length from c0 to c1
+// with floor(c1 / block) > floor(c0 / block), the snapshot becomes the state after exactly
+// X = floor(c1 / block) * block tokens (the last boundary crossed, not c1: SGLang's track step; rejected
+// drafts never count). A snapshot is a full state in a slot of the request's own (a ring engine folds its
+// live records into it: the forced flush), it goes when the request stops running or is re-prefilled from
+// zero, and a fork or hit starts without one. `snapshot_hit` restores it into a private slot (copy-on-write:
+// a ring slot restored from a snapshot starts with an empty ring). The snapshot is written in the step
+// whose commit crosses the boundary, in either commit mode.
 struct EngineOptions {
   std::int32_t max_live = 4;
   CommitMode commit = CommitMode::SameIteration;
   Buffering buffers = Buffering::InPlace;
+  std::int32_t block = 0;  // prefix-cache block in tokens (0: no snapshots; JSON key "block" only when > 0)
   nlohmann::json to_json() const;
   static EngineOptions from_json(const nlohmann::json& j, const std::string& field = "options");
 };
@@ -86,6 +99,17 @@ enum class EngineFault : std::uint8_t {
   PendingCommitLostOnPreempt,  // preemption drops a deferred commit's tokens instead of keeping them
   StopTokenIgnoredAtCap,       // stop token and max_new cap in one accepted run: the cap alone trims, tokens
                                // after the stop token are committed (H11)
+  SnapshotAtRunEnd,            // reference engine: the track step snapshots the state after the whole committed
+                               // run instead of at the block boundary it crossed (H10)
+  SnapshotCountsRejectedDrafts,// reference engine: the crossing is decided on the verify window (drafts counted
+                               // as computed): a boundary only rejected drafts reach gets a snapshot of
+                               // uncommitted tokens (H9)
+  SnapshotWithoutFlush,        // ring engine: the snapshot copies the checkpoint and drops the live ring
+                               // records (no forced flush) (H10)
+  CowKeepsWritePos,            // ring engine: a snapshot hit restores the snapshot into a private slot but keeps
+                               // the donor's cursors and records, as a fork would (H9, H10)
+  MigrationDropsRingRecords,   // ring engine: a migration moves the checkpoint and resets the cursors, losing
+                               // the live records (H16)
 };
 std::string to_string(EngineFault f);
 EngineFault parse_engine_fault(const std::string& s);  // Error("fault") listing the names
@@ -111,6 +135,19 @@ class RequestEngine {
   virtual void prefix_hit(std::int32_t req, std::int32_t from, const std::vector<SequenceInputs>& prompt,
                           std::int32_t max_new) = 0;
   virtual void fork(std::int32_t req, std::int32_t from) = 0;
+  // Prefix snapshots (EngineOptions::block > 0). An engine that keeps them says so; the judge then sends
+  // snapshot_hit events and checks snapshot() after every event. Defaults: no snapshots (Error("snapshot")).
+  virtual bool prefix_snapshots() const { return false; }
+  virtual void snapshot_hit(std::int32_t req, std::int32_t from, const std::vector<SequenceInputs>& prompt,
+                            std::int32_t max_new);
+  // The boundary X of a running request's latest snapshot (0: none yet) and its state in `layer` (a query).
+  virtual std::int32_t snapshot_tokens(std::int32_t req) const;
+  virtual std::vector<float> snapshot_state(std::int32_t req, std::int32_t layer) const;
+  // Moves a running request to other slots (defragmentation, hazard H16): every persistent part of its
+  // state goes along (checkpoint, ring records and cursors, snapshot), no scratch. An engine that does it
+  // says so; the judge then sends migrate events. Default: Error("migrate").
+  virtual bool migrates() const { return false; }
+  virtual void migrate(std::int32_t req);
   // windows[i][l]: entry i's verify window inputs of layer l (T tokens), or an empty (T = 0) input for an
   // entry of a request that still prefills (the engine holds its prompt). Returns [entry][layer] outputs.
   virtual std::vector<std::vector<std::vector<float>>> step(const std::vector<StepEntry>& entries,
@@ -130,7 +167,9 @@ class RequestEngine {
 };
 
 // Engine-level implementations by name: "reference" (the project's engine over the batch-level raw-payload
-// replay reference, batch.hpp), optionally with a catalogue fault. Error("target") for an unknown name.
+// replay reference, batch.hpp), "ring" (the spec-ring design: checkpoint, ring of corrected-update records and
+// cursors per slot, spec_ring.hpp; in-place slots only), optionally with a catalogue fault (a fault of the
+// other engine's design leaves an engine unchanged). Error("target") for an unknown name.
 // Other builds add families of engines named by a prefix ("exec:" + command, conformance/exec/engine_exec.hpp):
 // make_request_engine("exec:CMD") calls the factory with "CMD". Returns true.
 std::unique_ptr<RequestEngine> make_request_engine(const std::string& name, EngineFault fault = EngineFault::None);

@@ -2,7 +2,8 @@
 // slots, rows or commit timing. Every request carries its own committed token history and its state, advanced
 // by the full-state recurrence (mtp.hpp full_state_verify, StateRounding::AtCommit: the state rounded to the
 // state dtype once per committed call); a verify window's outputs are read from the request's committed state.
-// The same event rules as the engines' (event.hpp), written here on their own.
+// The same event rules as the engines' (event.hpp), written here on their own; with prefix snapshots
+// (options.block > 0) the track step rule of request_engine.hpp decides each request's snapshot boundary.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,7 @@ class RequestTruth {
     std::vector<std::int32_t> segments;   // tokens of each committed call since the last fresh start
     std::vector<SequenceInputs> pending;  // per layer: prompt tokens still to prefill
     std::vector<std::vector<float>> state;  // per layer: committed state (empty while nothing is committed)
+    std::int32_t snapshot = 0;  // block boundary of the latest prefix snapshot (track step rule; 0: none)
   };
 
   // What the engine under test receives for event e (prompt / window tensors), built from the seeds.
@@ -42,7 +44,9 @@ class RequestTruth {
   std::int32_t resident() const;
   // The oracle's self-check: the state recomputed from the history alone (zero start, one rounding per
   // committed segment, run_recurrent), to compare bit for bit with the incrementally advanced one.
-  std::vector<float> recompute(std::int32_t req, std::int32_t layer) const;
+  // With upto >= 0: the state after the first `upto` committed tokens (the segment holding the cut ends
+  // there and is rounded there): a prefix snapshot's truth.
+  std::vector<float> recompute(std::int32_t req, std::int32_t layer, std::int32_t upto = -1) const;
   const EngineLevelSetup& setup() const { return s_; }
 
  private:
