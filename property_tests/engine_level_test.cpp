@@ -47,6 +47,14 @@ RC_GTEST_PROP(EngineLevel, ReferenceEngineMatchesPerRequestTruth, ()) {
                            fuzz::option_variants(setup.options.max_live));
 }
 
+// The spec-ring engine on its own, under both commit modes, on every drawn setup: bit-exact with an F32 state
+// (where it also joins the property above in lock step), at its tolerance with a BF16 one.
+RC_GTEST_PROP(EngineLevel, RingEngineMatchesPerRequestTruth, ()) {
+  const auto setup = *engine_setup();
+  fuzz::check_engine_level(setup, "ring", el::EngineFault::None, nullptr, nullptr,
+                           fuzz::option_variants(setup.options.max_live, std::nullopt, el::Buffering::InPlace));
+}
+
 // The two commit protocols give the same observable states: one event sequence, judged on every
 // combination of commit mode and buffering (each against the same slot-free truth).
 RC_GTEST_PROP(EngineLevel, CommitModesAgreeOnOneSequence, ()) {

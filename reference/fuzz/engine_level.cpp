@@ -283,7 +283,7 @@ struct PrefixHit : Derive {
 rc::Gen<rc::state::Commands<Base>> event_gen(const EngineLevelModel& m0) {
   return rc::state::gen::commands(
       m0, rc::state::gen::execOneOfWithArgs<Admit, Admit, Step, Step, Step, Step, Step, Step, Finish, Preempt, Preempt, Resume,
-                                            Fork, PrefixHit, SnapshotHit, SnapshotHit, Migrate>());
+                                            Fork, PrefixHit, SnapshotHit, SnapshotHit, Migrate, Migrate>());
 }
 
 EngineLevelModel model_for(std::int32_t max_live, std::int32_t max_T, std::int32_t block) {
@@ -322,9 +322,10 @@ std::vector<el::EngineJudge::Candidate> judge_candidates(const el::EngineLevelSe
   std::vector<el::EngineJudge::Candidate> c;
   const auto all = variants.empty() ? std::vector<el::EngineOptions>{setup.options} : variants;
   for (const auto& o : all) c.push_back(el::EngineJudge::Candidate{o, el::make_request_engine(engine, fault)});
-  // The spec-ring design joins the reference engine's runs where it is bit-exact (an F32 state: its
-  // checkpoint is rounded at flushes, the truth at every commit) and its slots fit (in place).
-  if (engine == "reference" && setup.base.cfg.state_dtype == DType::F32)
+  // The spec-ring design joins the reference engine's runs wherever its slots fit (in place): bit-exact with
+  // an F32 state, at its tolerance with a BF16 one (its checkpoint is rounded at flushes, the truth at every
+  // commit).
+  if (engine == "reference")
     for (const auto& o : all)
       if (o.buffers == el::Buffering::InPlace) c.push_back(el::EngineJudge::Candidate{o, el::make_request_engine("ring", fault)});
   return c;

@@ -25,7 +25,9 @@ void register_fuzz(CLI::App& app) {
   auto junit_out = std::make_shared<std::string>();
   c->add_option("--target", a->target,
                 "reference (= replay and ring), replay, ring, cuda, cuda_full_state, or exec:'COMMAND' (an "
-                "implementation in its own process, docs/target-protocol.md); with --level engine: engine:reference")
+                "implementation in its own process, docs/target-protocol.md); with --level engine: "
+                "engine:reference (raw-payload design; the spec-ring engine joins it on F32 states), engine:ring "
+                "(spec-ring design) or exec:'COMMAND'")
       ->capture_default_str();
   add_fuzz_options(c, *a);
   add_engine_level_options(c, *lvl);

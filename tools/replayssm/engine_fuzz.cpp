@@ -19,7 +19,7 @@ const bool kEngineExecRegistered = exec::register_engine_exec();
 void add_engine_level_options(CLI::App* c, EngineLevelArgs& e) {
   c->add_option("--level", e.level,
                 "kernel: judge a kernel-level target (Target protocol); engine: judge an engine-level implementation "
-                "with request events (--target engine:reference)")
+                "with request events (--target engine:reference or engine:ring)")
       ->capture_default_str();
   c->add_option("--max-live", e.max_live, "Engine level: most requests holding slots at once")->capture_default_str();
   c->add_option("--commit", e.commit, "Engine level: same_iteration, next_step or both (drawn per case)")
