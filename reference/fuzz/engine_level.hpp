@@ -48,7 +48,7 @@ std::vector<el::EngineOptions> option_variants(std::int32_t max_live, std::optio
 
 // Runs one generated event sequence (inside a RapidCheck property) on an EngineJudge over one instance of
 // make_request_engine(engine, fault) per entry of `variants` (empty: setup.options alone) — for engine
-// "reference" with an F32 state also one spec-ring engine per in-place variant (judge_candidates) — all in
+// "reference" also one spec-ring engine per in-place variant (judge_candidates) — all in
 // lock step against one truth; after every event the judge's checks, then the truth's and every engine's request table
 // against the model. On the first failure: records it (and the executed sequence) and fails.
 void check_engine_level(const el::EngineLevelSetup& setup, const std::string& engine, el::EngineFault fault,

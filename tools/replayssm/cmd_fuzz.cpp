@@ -26,7 +26,7 @@ void register_fuzz(CLI::App& app) {
   c->add_option("--target", a->target,
                 "reference (= replay and ring), replay, ring, cuda, cuda_full_state, or exec:'COMMAND' (an "
                 "implementation in its own process, docs/target-protocol.md); with --level engine: "
-                "engine:reference (raw-payload design; the spec-ring engine joins it on F32 states), engine:ring "
+                "engine:reference (raw-payload design, with the spec-ring engine in lock step), engine:ring "
                 "(spec-ring design) or exec:'COMMAND'")
       ->capture_default_str();
   add_fuzz_options(c, *a);
