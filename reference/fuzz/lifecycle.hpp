@@ -16,6 +16,10 @@
 
 namespace replayssm::fuzz {
 
+// The verify widths (1 + num_draft) engines ship with MTP / EAGLE drafts; the generator draws them with extra
+// weight (those <= max_T), besides any width in [1, max_T].
+inline constexpr int kVerifyWidths[] = {2, 4, 5, 8, 12};
+
 struct ModelRequest {
   enum class Status { Running, Finished, Preempted } status = Status::Running;
   std::int32_t slot = -1;

@@ -62,7 +62,7 @@ void register_fixtures(CLI::App& app) {
   fx->require_subcommand(1);
   auto* gen = fx->add_subcommand("generate", "Write the golden set of a model preset (or a golden matrix, its traces, its ring-step or conv fixtures) into a directory");
   struct Opts {
-    std::string preset = "qwen3.5", matrix, out;
+    std::string preset = "qwen3.5", matrix, out, gates = "benign", name = "trace";
     std::uint64_t seed = 20261129;
     bool traces = false, ring = false, conv = false;
     int cases = fuzz::TraceSetOptions{}.cases, max_commands = fuzz::TraceSetOptions{}.max_commands,
@@ -102,6 +102,10 @@ void register_fixtures(CLI::App& app) {
       ->capture_default_str();
   gen->add_option("--slots", o->slots, "State pool slots of a trace (--traces)")->capture_default_str();
   gen->add_option("--max-T", o->max_T, "Largest verify window of a trace (--traces)")->capture_default_str();
+  gen->add_option("--gates", o->gates, "Gate ranges of a trace's inputs and parameters: benign or realistic (--traces)")
+      ->capture_default_str();
+  gen->add_option("--name", o->name, "File names <preset>__<name>__<i>, e.g. named for a hazard (--traces)")
+      ->capture_default_str();
   gen->callback([o] {
     if (!o->matrix.empty()) {
       const auto paths = ref::write_matrix_set(o->matrix, o->seed, o->out);
@@ -129,6 +133,8 @@ void register_fixtures(CLI::App& app) {
       t.max_commands = o->max_commands;
       t.num_slots = o->slots;
       t.max_T = o->max_T;
+      t.gates = ref::parse_gate_range(o->gates, "gates");
+      t.name = o->name;
       const auto paths = fuzz::write_trace_set(t, o->out);
       std::set<std::string> covered;
       for (const auto& p : paths) {
