@@ -115,6 +115,20 @@ def test_writes_gap_fails_at_the_first_prefill_naming_the_gap(path):
     assert "the gap after the slot was written" in f.message and f.coords[0] >= t.E
 
 
+def test_a_verify_capped_at_8_tokens_fails_exactly_the_traces_with_wider_windows():
+    failed = []
+    for path in ALL:
+        t = load_trace(path)
+        wide = any(c.op == "step" and any(r["kind"] == "verify" and r["T"] > 8 for r in c.msg["rows"])
+                   for c in t.commands)
+        f = rk.replay_trace(t, NumpyReplay("width_capped_at_8")).first_failure
+        assert (f is not None) == wide, f"{os.path.basename(path)}: windows > 8: {wide}, failure: {f}"
+        if f is not None:
+            failed.append(os.path.basename(path))
+            assert f.check == "outputs" and t.commands[f.index].op == "step", str(f)
+    assert any("__widths_up_to_12__" in p for p in failed), failed
+
+
 def test_pad_row_writes_slot0_fails_at_a_pad_step_naming_slot_0():
     caught = 0
     for path in ALL:
