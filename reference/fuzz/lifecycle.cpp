@@ -290,8 +290,9 @@ rc::Gen<rc::state::Commands<Base>> command_gen(const LifecycleModel& m0) {
 }  // namespace
 
 std::vector<ref::Cmd> generate_commands(std::int32_t num_slots, std::int32_t max_T, bool allow_copy,
-                                        std::uint64_t seed, int size) {
+                                        std::uint64_t seed, int size, bool out_of_place) {
   LifecycleModel m0;
+  m0.out_of_place = out_of_place;
   m0.num_slots = num_slots;
   m0.max_T = max_T;
   m0.allow_copy = allow_copy;
@@ -313,7 +314,7 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
     RC_ASSERT(!conv.empty());
     s.pad_convention = conv[*uniform<std::size_t>(0, conv.size())];
     graph = probe->graph_padding() && !judging.trace_expressible;
-    out_of_place = probe->out_of_place_commit() && !judging.trace_expressible;
+    out_of_place = probe->out_of_place_commit();  // traces record out-of-place commits too
   }
   LifecycleModel m0;
   m0.num_slots = s.num_slots;

@@ -22,6 +22,7 @@ struct TraceSetOptions {
   int num_slots = 3;
   int max_T = 4;
   ref::GateRange gates = ref::GateRange::Benign;  // the ranges of the gate inputs and parameters (inputs.hpp)
+  bool out_of_place = false;  // a quarter of the verify rows commit into a free slot (a double buffer)
   std::string name = "trace";  // file names <cfg.name>__<name>__<i>: a hazard's set is named for its hazard
 };
 

@@ -64,7 +64,7 @@ void register_fixtures(CLI::App& app) {
   struct Opts {
     std::string preset = "qwen3.5", matrix, out, gates = "benign", name = "trace";
     std::uint64_t seed = 20261129;
-    bool traces = false, ring = false, conv = false;
+    bool traces = false, ring = false, conv = false, out_of_place = false;
     int cases = fuzz::TraceSetOptions{}.cases, max_commands = fuzz::TraceSetOptions{}.max_commands,
         slots = fuzz::TraceSetOptions{}.num_slots, max_T = fuzz::TraceSetOptions{}.max_T;
   };
@@ -104,6 +104,8 @@ void register_fixtures(CLI::App& app) {
   gen->add_option("--max-T", o->max_T, "Largest verify window of a trace (--traces)")->capture_default_str();
   gen->add_option("--gates", o->gates, "Gate ranges of a trace's inputs and parameters: benign or realistic (--traces)")
       ->capture_default_str();
+  gen->add_flag("--out-of-place", o->out_of_place,
+                "A quarter of a trace's verify rows commit into a free slot, leaving the read slot untouched (--traces)");
   gen->add_option("--name", o->name, "File names <preset>__<name>__<i>, e.g. named for a hazard (--traces)")
       ->capture_default_str();
   gen->callback([o] {
@@ -135,6 +137,7 @@ void register_fixtures(CLI::App& app) {
       t.max_T = o->max_T;
       t.gates = ref::parse_gate_range(o->gates, "gates");
       t.name = o->name;
+      t.out_of_place = o->out_of_place;
       const auto paths = fuzz::write_trace_set(t, o->out);
       std::set<std::string> covered;
       for (const auto& p : paths) {
