@@ -41,7 +41,10 @@ inline rc::Gen<ModelConfig> small_config(bool allow_kda = true) {
 inline rc::Gen<std::uint64_t> seed() { return rc::gen::arbitrary<std::uint64_t>(); }
 
 
-// Engine setups for the lifecycle properties: small models with 1-2 layers, 3-6 slots, windows up to 6.
+// Engine setups for the lifecycle properties: small models with 1-2 layers, 3-6 slots, realistic gates in a
+// quarter of the cases (large |g|, saturated and near-zero beta: inputs.hpp); the largest window
+// max_T in 1..6 for half the cases, else 8 or 12 (the verify widths of MTP / EAGLE engines, so windows of 9..12
+// tokens and spec rings of 10 and 14 records occur: docs/lifecycle.md, H15).
 // ring_exact: F32 state (the configuration in which the Serial/F32 ring is claimed bit-exact).
 inline rc::Gen<ref::EngineSetup> lifecycle_setup(bool ring_exact) {
   return rc::gen::exec([ring_exact] {
@@ -49,7 +52,10 @@ inline rc::Gen<ref::EngineSetup> lifecycle_setup(bool ring_exact) {
     cfg.num_layers = *in(1, 3);
     cfg.state_dtype = ring_exact ? DType::F32 : *rc::gen::element(DType::F32, DType::BF16);
     const std::uint64_t seed = *rc::gen::arbitrary<std::uint64_t>();
-    return ref::make_setup(cfg, seed, *in(3, 7), *in(1, 7));
+    const int max_T = *rc::gen::oneOf(in(1, 7), rc::gen::element(8, 12));
+    // A quarter of the cases draw the gates of trained models (inputs.hpp, GateRange::Realistic).
+    const auto gates = *in(0, 4) == 3 ? ref::GateRange::Realistic : ref::GateRange::Benign;
+    return ref::make_setup(cfg, seed, *in(3, 7), max_T, gates);
   });
 }
 

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <map>
+#include <set>
+
 #include "gen.hpp"
 #include "lifecycle.hpp"
 
@@ -69,4 +72,33 @@ TEST(TierBudgets, Fp32TierSeesTf32) {
     for (int i = 0; i < 4 && !caught; ++i) caught = !judge.apply(step).empty();
   }
   EXPECT_TRUE(caught) << "TF32 arithmetic passed the fp32 tier: the tier does not discriminate";
+}
+
+// H15: the generator draws every verify width engines ship (2, 4, 5, 8, 12) when max_T allows it, mixes widths
+// within one batch, and widens windows past the 8 a kernel may be compiled for; with max_T = 6 it never
+// exceeds max_T. Counted over the generator's own sequences (generate_commands, the campaigns' generator).
+TEST(Lifecycle, GeneratorDrawsTheVerifyWidthsAndMixesThemInOneBatch) {
+  for (const int max_T : {6, 12}) {
+    std::map<int, int> widths;
+    int mixed_steps = 0;
+    for (std::uint64_t seed = 1; seed <= 20; ++seed)
+      for (const auto& c : fuzz::generate_commands(6, max_T, true, seed, 60)) {
+        std::set<int> in_step;
+        for (const auto& r : c.rows) {
+          ASSERT_GE(r.T, 1);
+          ASSERT_LE(r.T, max_T) << "seed " << seed << ": " << c.str();
+          ++widths[r.T];
+          in_step.insert(r.T);
+        }
+        mixed_steps += in_step.size() > 1;
+      }
+    for (const int w : fuzz::kVerifyWidths)
+      if (w <= max_T) EXPECT_GE(widths[w], 10) << "width " << w << " drawn " << widths[w] << " times, max_T " << max_T;
+    EXPECT_GE(mixed_steps, 20) << "max_T " << max_T;
+    if (max_T == 12) {
+      int wide = 0;
+      for (int w = 9; w <= 12; ++w) wide += widths[w];
+      EXPECT_GE(wide, 40) << "windows wider than 8";
+    }
+  }
 }

@@ -192,6 +192,11 @@ void judge_trace(const std::string& command, const Fixture& f, ExecFixtureResult
     r.why = "the trace copies a slot and the target does not implement copy_slot";
     return;
   }
+  if (ref::trace_commits_out_of_place(t) && !target->out_of_place_commit()) {
+    r.covered = false;
+    r.why = "the trace commits out of place and the target does not claim out_of_place_commit";
+    return;
+  }
   const ref::TraceReport rep = ref::replay_trace(t, *target, ref::TraceJudging{});
   r.ok = rep.ok;
   for (const auto& c : rep.commands) {

@@ -14,6 +14,7 @@
 #include "lifecycle.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/frame.hpp"
+#include "replayssm/rng.hpp"
 #include "replayssm/safetensors.hpp"
 
 namespace replayssm::fuzz {
@@ -26,9 +27,21 @@ nlohmann::json FuzzReport::to_json() const {
                         {"cases_per_second", cases_per_second}};
 }
 
+GateMix parse_gate_mix(const std::string& s, const std::string& field) {
+  if (s == "mix") return GateMix::Mix;
+  if (s == "benign") return GateMix::Benign;
+  if (s == "realistic") return GateMix::Realistic;
+  fail(field, "unknown gate mix '", s, "' (mix, benign, realistic)");
+}
+
+ref::GateRange case_gates(GateMix mix, std::uint64_t case_seed) {
+  if (mix == GateMix::Mix) return derive_seed(case_seed, 0x6a7e) % 4 == 0 ? ref::GateRange::Realistic : ref::GateRange::Benign;
+  return mix == GateMix::Realistic ? ref::GateRange::Realistic : ref::GateRange::Benign;
+}
+
 namespace {
 ref::EngineSetup setup_for(const FuzzOptions& opt, std::uint64_t case_seed) {
-  auto s = ref::make_setup(opt.cfg, case_seed, opt.num_slots, opt.max_T);
+  auto s = ref::make_setup(opt.cfg, case_seed, opt.num_slots, opt.max_T, case_gates(opt.gates, case_seed));
   s.recon = opt.recon;
   s.record_dtype = opt.ring_record_dtype;
   return s;
@@ -68,6 +81,9 @@ FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress) {
     for (const auto& t : ts) list += (list.empty() ? "" : ", ") + t;
     require(std::find(ts.begin(), ts.end(), opt.target) != ts.end(), "fault",
             "fault '", ref::to_string(opt.fault), "' exists only in target(s) ", list, ", not in '", opt.target, "'");
+    if (const auto recon = ref::fault_reconstruction(opt.fault))
+      require(opt.recon == *recon, "recon", "fault '", ref::to_string(opt.fault), "' lives in the ",
+              ref::to_string(*recon), " reconstruction: run it with --recon ", ref::to_string(*recon));
   }
   std::vector<ref::Cmd> last_seq;
   std::string last_reason;

@@ -16,6 +16,13 @@
 
 namespace replayssm::fuzz {
 
+// Which gate ranges a campaign's cases draw (inputs.hpp): Mix = a quarter of the cases realistic (chosen by
+// the case seed), the rest benign; Benign / Realistic = every case.
+enum class GateMix : std::uint8_t { Mix, Benign, Realistic };
+GateMix parse_gate_mix(const std::string& s, const std::string& field);  // "mix", "benign", "realistic"
+// The gate range of the case with this seed under `mix`.
+ref::GateRange case_gates(GateMix mix, std::uint64_t case_seed);
+
 struct FuzzOptions {
   std::string target = "replay";   // a target kind (ref::target_kinds())
   ModelConfig cfg;                 // model (num_layers already applied)
@@ -27,9 +34,10 @@ struct FuzzOptions {
   ref::Reconstruction recon = ref::Reconstruction::Serial;
   DType ring_record_dtype = DType::F32;
   ref::Fault fault = ref::Fault::None;
+  GateMix gates = GateMix::Mix;
   std::string dump_dir;            // where a failing case is written ("" = current directory)
-  // Generate only what a trace fixture records (the minus_one PAD convention, no captured steps, in-place
-  // commits), so that a failing case can be exported as a trace (fuzz --export-trace).
+  // Generate only what a trace fixture records (the minus_one PAD convention, no captured steps), so that a
+  // failing case can be exported as a trace (fuzz --export-trace).
   bool trace_expressible = false;
 };
 

@@ -115,6 +115,14 @@ std::int32_t pick(const std::vector<std::int32_t>& v) {
   RC_PRE(!v.empty());
   return v[static_cast<std::size_t>(*uniform<std::size_t>(0, v.size()))];
 }
+// One of kVerifyWidths that is <= max_T (1 when none is).
+rc::Gen<int> verify_width(std::int32_t max_T) {
+  std::vector<int> fit{1};
+  for (int w : kVerifyWidths)
+    if (w <= max_T) fit.push_back(w);
+  return rc::gen::resize(100, rc::gen::elementOf(fit));
+}
+
 bool contains(const std::vector<std::int32_t>& v, std::int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
 // Every command carries a plain Cmd (serialisable, replayable); running it means handing it to the judge and
@@ -162,7 +170,10 @@ struct Step : LifecycleCommand {
     for (const auto& [k, id] : keyed) {
       RowSpec r;
       r.req = id;
-      r.T = *uniform<int>(1, m.max_T + 1);
+      // Windows: any width up to max_T, or one of the verify widths engines ship (1 + num_draft: 2, 4, 5, 8,
+      // 12) that fits, so that wide windows stay frequent when max_T is large; every row draws its own, so one
+      // batch mixes widths.
+      r.T = *rc::gen::oneOf(uniform<int>(1, m.max_T + 1), verify_width(m.max_T));
       // Accepted lengths: the edges 0 and T are where engines break, so they get extra weight.
       r.accepted = *rc::gen::oneOf(rc::gen::just(0), rc::gen::just(r.T), uniform<int>(0, r.T + 1));
       if (r.accepted > 0 && *uniform<int>(0, 8) == 0) r.stop_at = *uniform<int>(1, r.accepted + 1);
@@ -279,8 +290,9 @@ rc::Gen<rc::state::Commands<Base>> command_gen(const LifecycleModel& m0) {
 }  // namespace
 
 std::vector<ref::Cmd> generate_commands(std::int32_t num_slots, std::int32_t max_T, bool allow_copy,
-                                        std::uint64_t seed, int size) {
+                                        std::uint64_t seed, int size, bool out_of_place) {
   LifecycleModel m0;
+  m0.out_of_place = out_of_place;
   m0.num_slots = num_slots;
   m0.max_T = max_T;
   m0.allow_copy = allow_copy;
@@ -302,7 +314,7 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
     RC_ASSERT(!conv.empty());
     s.pad_convention = conv[*uniform<std::size_t>(0, conv.size())];
     graph = probe->graph_padding() && !judging.trace_expressible;
-    out_of_place = probe->out_of_place_commit() && !judging.trace_expressible;
+    out_of_place = probe->out_of_place_commit();  // traces record out-of-place commits too
   }
   LifecycleModel m0;
   m0.num_slots = s.num_slots;
@@ -322,7 +334,12 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
     const auto& ex = sut.judge.executed();
     bool cont = false, copy = false, resume = false, stop = false, stale = false, moved = false;
     int verify_rows = 0;
+    bool wide = false, mixed = false;
     for (const auto& c : ex) {
+      for (const auto& r : c.rows) {
+        wide = wide || r.T > 8;
+        mixed = mixed || r.T != c.rows.front().T;
+      }
       stale = stale || (c.graph > 0 && c.stale_tail);
       cont = cont || c.kind == Cmd::Kind::Continue;
       copy = copy || c.kind == Cmd::Kind::Copy;
@@ -341,7 +358,10 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
     RC_CLASSIFY(verify_rows >= 20, "rows>=20");
     RC_CLASSIFY(stale, "graph stale tail");
     RC_CLASSIFY(moved, "out-of-place commit");
+    RC_CLASSIFY(wide, "window > 8");
+    RC_CLASSIFY(mixed, "mixed widths in a batch");
     RC_TAG("pad " + ref::to_string(s.pad_convention));
+    RC_TAG("gates " + ref::to_string(s.gates));
   } catch (...) {
     if (!sut.failure.empty()) {
       if (last_failure) *last_failure = sut.judge.executed();

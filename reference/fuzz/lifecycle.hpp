@@ -16,6 +16,10 @@
 
 namespace replayssm::fuzz {
 
+// The verify widths (1 + num_draft) engines ship with MTP / EAGLE drafts; the generator draws them with extra
+// weight (those <= max_T), besides any width in [1, max_T].
+inline constexpr int kVerifyWidths[] = {2, 4, 5, 8, 12};
+
 struct ModelRequest {
   enum class Status { Running, Finished, Preempted } status = Status::Running;
   std::int32_t slot = -1;
@@ -56,7 +60,7 @@ struct LifecycleJudging {
   std::optional<Tier> tier;
   // The setup a failing case ran with (its PAD convention is drawn per case among the target's).
   ref::EngineSetup* failed_setup = nullptr;
-  // Only what trace fixtures record: the minus_one PAD convention, eager steps, in-place commits (export_trace).
+  // Only what trace fixtures record: the minus_one PAD convention, eager steps (export_trace).
   bool trace_expressible = false;
   std::optional<CompareReport>* failed_comparison = nullptr;
   Tolerance* failed_tolerance = nullptr;
@@ -73,8 +77,10 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
 // A command sequence drawn from the generator of check_lifecycle (same model, weights and edge cases),
 // deterministic in (seed, size): size bounds the sequence length as a campaign's --max-commands does. Trace
 // fixtures are made from it (trace_gen.hpp).
+// out_of_place: a quarter of the verify rows commit into a free slot (as for a target claiming
+// out_of_place_commit).
 std::vector<ref::Cmd> generate_commands(std::int32_t num_slots, std::int32_t max_T, bool allow_copy,
-                                        std::uint64_t seed, int size);
+                                        std::uint64_t seed, int size, bool out_of_place = false);
 
 // Replays a recorded command sequence on a fresh judge, with the bookkeeping model checked after every
 // command as in check_lifecycle; returns the first disagreement or "".

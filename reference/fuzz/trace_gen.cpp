@@ -16,12 +16,17 @@ ref::Trace make_set_trace(const TraceSetOptions& o, int j) {
           o.max_commands);
   require(o.num_slots >= 1 && o.num_slots <= 4096, "slots", "must be in [1, 4096], got ", o.num_slots);
   require(o.max_T >= 1 && o.max_T <= 64, "max-T", "must be in [1, 64], got ", o.max_T);
+  require(!o.name.empty() && o.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos &&
+              o.name.find("__") == std::string::npos,
+          "name", "must be lower-case letters, digits and single underscores, got '", o.name, "'");
   const std::uint64_t case_seed = derive_seed(o.seed, static_cast<std::uint64_t>(j) + 1);
-  const auto setup = ref::make_setup(o.cfg, case_seed, o.num_slots, o.max_T);
-  const auto cmds = generate_commands(o.num_slots, o.max_T, true, case_seed, o.max_commands);
+  const auto setup = ref::make_setup(o.cfg, case_seed, o.num_slots, o.max_T, o.gates);
+  const auto cmds = generate_commands(o.num_slots, o.max_T, true, case_seed, o.max_commands, o.out_of_place);
   const std::string source = "replayssm fixtures generate --traces --preset " + o.cfg.name + " --seed " +
                              std::to_string(o.seed) + " --max-commands " + std::to_string(o.max_commands) +
                              " --slots " + std::to_string(o.num_slots) + " --max-T " + std::to_string(o.max_T) +
+                             (o.gates == ref::GateRange::Benign ? "" : " --gates " + ref::to_string(o.gates)) +
+                             (o.out_of_place ? " --out-of-place" : "") + (o.name == "trace" ? "" : " --name " + o.name) +
                              " (candidate " + std::to_string(j) + ")";
   return ref::record_trace(setup, cmds, case_seed, source);
 }
@@ -45,7 +50,7 @@ std::vector<std::string> write_trace_set(const TraceSetOptions& o, const std::st
     for (const auto& g : goal) complete = complete && covered.count(g);
     if (!adds && !complete && j < kCandidates) continue;
     covered.insert(c.begin(), c.end());
-    const auto path = (std::filesystem::path(dir) / (o.cfg.name + "__trace__" + std::to_string(paths.size()) +
+    const auto path = (std::filesystem::path(dir) / (o.cfg.name + "__" + o.name + "__" + std::to_string(paths.size()) +
                                                      ".safetensors")).string();
     save_fixture(path, ref::trace_to_fixture(t));
     paths.push_back(path);
@@ -54,7 +59,8 @@ std::vector<std::string> write_trace_set(const TraceSetOptions& o, const std::st
 }
 
 void export_trace(const DumpedCase& c, const std::string& path, const std::string& source) {
-  // Trace fixtures (format and kit replay) record eager steps under the -1 PAD convention only: a captured
+  // Trace fixtures (format and kit replay) record eager steps under the -1 PAD convention only (out-of-place
+  // commits included: the read slot is a `kept` slot of the commit, the written one a live slot): a captured
   // step's graph tail or another convention would replay as live rows in a consumer that predates them.
   require(c.setup.pad_convention == ref::PadConvention::MinusOne, "export-trace",
           "trace fixtures record only the minus_one PAD convention; this case runs under ",
@@ -62,10 +68,6 @@ void export_trace(const DumpedCase& c, const std::string& path, const std::strin
   for (std::size_t i = 0; i < c.commands.size(); ++i)
     require(c.commands[i].graph == 0, "export-trace", "command ", i,
             " is a captured step (graph tail), which trace fixtures do not record");
-  for (std::size_t i = 0; i < c.commands.size(); ++i)
-    for (const auto& r : c.commands[i].rows)
-      require(r.to_slot < 0, "export-trace", "command ", i,
-              " commits out of place, which trace fixtures do not record");
   const auto dir = std::filesystem::path(path).parent_path();
   if (!dir.empty()) std::filesystem::create_directories(dir);
   save_fixture(path, ref::trace_to_fixture(ref::record_trace(c.setup, c.commands, 0, source)));

@@ -21,11 +21,14 @@ struct TraceSetOptions {
   int max_commands = 20;   // the generator's size: longest lifecycle sequence
   int num_slots = 3;
   int max_T = 4;
+  ref::GateRange gates = ref::GateRange::Benign;  // the ranges of the gate inputs and parameters (inputs.hpp)
+  bool out_of_place = false;  // a quarter of the verify rows commit into a free slot (a double buffer)
+  std::string name = "trace";  // file names <cfg.name>__<name>__<i>: a hazard's set is named for its hazard
 };
 
 // Candidate j of a set: setup and sequence seeded by derive_seed(seed, j + 1).
 ref::Trace make_set_trace(const TraceSetOptions& o, int j);
-// Writes `cases` traces into dir (created if needed) as <cfg.name>__trace__<i>.safetensors, each atomically and
+// Writes `cases` traces into dir (created if needed) as <cfg.name>__<name>__<i>.safetensors, each atomically and
 // the same bytes for the same options. Candidates are looked at in order; until the set covers
 // trace_coverage_goal(), only one that adds to its coverage is taken (up to 256 candidates), then any. Returns
 // the paths.

@@ -10,8 +10,9 @@
 
 namespace replayssm::ref {
 
-SequenceInputs token_inputs(const ModelConfig& cfg, std::int32_t layer, std::int32_t T, std::uint64_t seed) {
-  return random_inputs(cfg, T, derive_seed(seed, 1000 + static_cast<std::uint64_t>(layer)));
+SequenceInputs token_inputs(const ModelConfig& cfg, std::int32_t layer, std::int32_t T, std::uint64_t seed,
+                            GateRange gates) {
+  return random_inputs(cfg, T, derive_seed(seed, 1000 + static_cast<std::uint64_t>(layer)), gates);
 }
 
 namespace {
@@ -50,7 +51,7 @@ void Engine::check_free_slot(std::int32_t s) const {
 
 std::vector<SequenceInputs> Engine::new_tokens(std::int32_t T, std::uint64_t seed) const {
   std::vector<SequenceInputs> tok;
-  for (std::int32_t l = 0; l < setup_.cfg.num_layers; ++l) tok.push_back(token_inputs(setup_.cfg, l, T, seed));
+  for (std::int32_t l = 0; l < setup_.cfg.num_layers; ++l) tok.push_back(token_inputs(setup_.cfg, l, T, seed, setup_.gates));
   return tok;
 }
 

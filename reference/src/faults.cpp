@@ -32,6 +32,8 @@ const std::vector<FaultInfo>& fault_table() {
       {Fault::PadSentinelZero, "pad_sentinel_zero", {"replay"}},
       {Fault::PadIndexWraps, "pad_index_wraps", {"replay"}},
       {Fault::CommitWritesReadSlot, "commit_writes_read_slot", {"replay"}},
+      {Fault::WidthCappedAt8, "width_capped_at_8", {"replay"}},
+      {Fault::DecayWeightsFactored, "decay_weights_factored", {"ring"}},
   };
   return t;
 }
@@ -76,6 +78,11 @@ std::vector<std::string> fault_targets(Fault f) {
 }
 
 bool shared_engine_fault(Fault f) { return f == Fault::StopTokenPlusOne; }
+
+std::optional<Reconstruction> fault_reconstruction(Fault f) {
+  if (f == Fault::DecayWeightsFactored) return Reconstruction::ClosedForm;
+  return std::nullopt;
+}
 
 const TokenHook* fault_hook(Fault f) {
   static const GvaModuloHook gva;

@@ -91,7 +91,7 @@ Reconstruction parse_reconstruction(const std::string& s, const std::string& fie
 }
 
 std::vector<float> reconstruct(const ModelConfig& cfg, const std::vector<float>& S0,
-                               const std::vector<const Record*>& records, Reconstruction mode) {
+                               const std::vector<const Record*>& records, Reconstruction mode, bool factored_weights) {
   check_state(cfg, S0, "checkpoint");
   const int K = cfg.K, V = cfg.V, aw = cfg.a_width();
   std::vector<float> S = S0;
@@ -153,7 +153,7 @@ std::vector<float> reconstruct(const ModelConfig& cfg, const std::vector<float>&
       for (int j = 0; j < V; ++j) {
         float acc = total * Sh[state_index(cfg, c, j)];
         for (std::size_t r = 0; r < m; ++r) {
-          const float w = std::exp(Gm - G[r * aw + gc]);
+          const float w = factored_weights ? std::exp(Gm) * std::exp(-G[r * aw + gc]) : std::exp(Gm - G[r * aw + gc]);
           acc += w * records[r]->k[static_cast<std::size_t>(cfg.key_head(hv)) * K + c] *
                  records[r]->u[static_cast<std::size_t>(hv) * V + j];
         }

@@ -86,8 +86,13 @@ void RecordingTarget::commit(const std::vector<TargetRow>& rows) {
   c.op = TraceCommand::Op::Commit;
   c.rows = rows;
   c.notes.assign(rows.size(), TraceRowNote{});
-  for (const auto& r : rows)
-    if (r.row.slot != kPadSlot && r.kind == RowKind::Verify && r.row.accepted == 0) c.kept.push_back(r.row.slot);
+  for (const auto& r : rows) {
+    if (r.row.slot == kPadSlot || r.kind != RowKind::Verify) continue;
+    const bool moved = r.row.write_slot != kPadSlot && r.row.write_slot != r.row.slot;
+    // n = 0 keeps the slot's bytes; an out-of-place commit never writes its read slot.
+    if (r.row.accepted == 0 || moved) c.kept.push_back(r.row.slot);
+    if (moved && r.row.accepted > 0) live_.insert(r.row.write_slot);  // the request's state is there now
+  }
   in_flight_.clear();
   record(std::move(c), step_written_);
 }
@@ -133,7 +138,7 @@ void RecordingTarget::settle() {
               " although the write-set rule keeps it");
     for (auto s : c.kept)
       require(same(before_step_[static_cast<std::size_t>(l)], a, s, 0, E), "oracle", "slot ", s, " (layer ", l,
-              ") changed although its commit had n = 0");
+              ") changed although its commit had n = 0 or wrote another slot");
   }
   for (std::int32_t l = 0; l < setup_.cfg.num_layers; ++l)
     for (auto s : live_)

@@ -75,6 +75,7 @@ nlohmann::json EngineSetup::to_json() const {
                         {"ring_record_dtype", std::string(dtype_name(record_dtype))},
                         {"page_tokens", page_tokens}};
   if (pad_convention != PadConvention::MinusOne) j["pad_convention"] = to_string(pad_convention);
+  if (gates != GateRange::Benign) j["gates"] = to_string(gates);
   return j;
 }
 
@@ -105,16 +106,19 @@ EngineSetup EngineSetup::from_json(const nlohmann::json& j, std::vector<LayerPar
   s.page_tokens = key<std::int32_t>(j, "page_tokens", field);
   if (j.contains("pad_convention"))
     s.pad_convention = parse_pad_convention(key<std::string>(j, "pad_convention", field), field + ".pad_convention");
+  if (j.contains("gates")) s.gates = parse_gate_range(key<std::string>(j, "gates", field), field + ".gates");
   s.params = std::move(params);
   s.poison = poison;
   s.validate();
   return s;
 }
 
-EngineSetup make_setup(const ModelConfig& cfg, std::uint64_t seed, std::int32_t num_slots, std::int32_t max_T) {
+EngineSetup make_setup(const ModelConfig& cfg, std::uint64_t seed, std::int32_t num_slots, std::int32_t max_T,
+                       GateRange gates) {
   EngineSetup s;
   s.cfg = cfg;
-  for (int l = 0; l < cfg.num_layers; ++l) s.params.push_back(random_params(cfg, derive_seed(seed, 100 + l)));
+  s.gates = gates;
+  for (int l = 0; l < cfg.num_layers; ++l) s.params.push_back(random_params(cfg, derive_seed(seed, 100 + l), gates));
   s.num_slots = num_slots;
   s.slot_stride = cfg.state_elems() + 4;  // a gap after every slot that nothing may write (kernels: stride % 4 == 0)
   s.max_T = max_T;

@@ -61,6 +61,15 @@ std::string message_of(const Error& e) {
 
 }  // namespace
 
+bool trace_commits_out_of_place(const Trace& t) {
+  for (const auto& c : t.commands)
+    for (const auto& r : c.rows)
+      if (r.kind == RowKind::Verify && r.row.slot != kPadSlot && r.row.write_slot != kPadSlot &&
+          r.row.write_slot != r.row.slot)
+        return true;
+  return false;
+}
+
 std::string TraceCommand::op_name() const { return op_names[static_cast<int>(op)]; }
 
 std::string TraceCommand::str() const {

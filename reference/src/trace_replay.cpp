@@ -215,7 +215,7 @@ class Replayer {
       if (ring) continue;
       for (auto slot : c.kept) {
         const auto i = differs(before_step_, l, slot, 0, E);
-        if (i >= 0) return report("kept", l, slot, i, before_step_, "changed although its commit had n = 0");
+        if (i >= 0) return report("kept", l, slot, i, before_step_, "changed although its commit had n = 0 or wrote another slot");
       }
     }
   }

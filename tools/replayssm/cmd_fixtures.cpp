@@ -62,9 +62,9 @@ void register_fixtures(CLI::App& app) {
   fx->require_subcommand(1);
   auto* gen = fx->add_subcommand("generate", "Write the golden set of a model preset (or a golden matrix, its traces, its ring-step or conv fixtures) into a directory");
   struct Opts {
-    std::string preset = "qwen3.5", matrix, out;
+    std::string preset = "qwen3.5", matrix, out, gates = "benign", name = "trace";
     std::uint64_t seed = 20261129;
-    bool traces = false, ring = false, conv = false;
+    bool traces = false, ring = false, conv = false, out_of_place = false;
     int cases = fuzz::TraceSetOptions{}.cases, max_commands = fuzz::TraceSetOptions{}.max_commands,
         slots = fuzz::TraceSetOptions{}.num_slots, max_T = fuzz::TraceSetOptions{}.max_T;
   };
@@ -102,6 +102,12 @@ void register_fixtures(CLI::App& app) {
       ->capture_default_str();
   gen->add_option("--slots", o->slots, "State pool slots of a trace (--traces)")->capture_default_str();
   gen->add_option("--max-T", o->max_T, "Largest verify window of a trace (--traces)")->capture_default_str();
+  gen->add_option("--gates", o->gates, "Gate ranges of a trace's inputs and parameters: benign or realistic (--traces)")
+      ->capture_default_str();
+  gen->add_flag("--out-of-place", o->out_of_place,
+                "A quarter of a trace's verify rows commit into a free slot, leaving the read slot untouched (--traces)");
+  gen->add_option("--name", o->name, "File names <preset>__<name>__<i>, e.g. named for a hazard (--traces)")
+      ->capture_default_str();
   gen->callback([o] {
     if (!o->matrix.empty()) {
       const auto paths = ref::write_matrix_set(o->matrix, o->seed, o->out);
@@ -129,6 +135,9 @@ void register_fixtures(CLI::App& app) {
       t.max_commands = o->max_commands;
       t.num_slots = o->slots;
       t.max_T = o->max_T;
+      t.gates = ref::parse_gate_range(o->gates, "gates");
+      t.name = o->name;
+      t.out_of_place = o->out_of_place;
       const auto paths = fuzz::write_trace_set(t, o->out);
       std::set<std::string> covered;
       for (const auto& p : paths) {

@@ -42,7 +42,7 @@ void register_fuzz(CLI::App& app) {
   c->add_option("--export-trace", *export_to,
                 "Also write the failing (shrunk) case, or the --replay case, as a trace fixture (op lifecycle.trace) "
                 "that an implementation can replay without this project (replayssm_kit.trace); a campaign then "
-                "generates only what a trace records (the -1 PAD convention, no captured steps, in-place commits)");
+                "generates only what a trace records (the -1 PAD convention, no captured steps)");
   c->callback([c, a, lvl, replay, json_out, export_to, junit_out] {
     if (!replay->empty() && fuzz::is_engine_case(*replay)) {  // an engine-level case (docs/lifecycle.md)
       std::string notes;

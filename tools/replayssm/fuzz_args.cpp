@@ -25,6 +25,10 @@ void add_fuzz_options(CLI::App* c, FuzzArgs& a) {
       ->capture_default_str();
   c->add_option("--recon", a.recon, "Ring reconstruction: serial, closed_form or suffix_sum")->capture_default_str();
   c->add_option("--ring-dtype", a.ring_dtype, "Ring record dtype: F32 or BF16")->capture_default_str();
+  c->add_option("--gates", a.gates,
+                "Gate ranges of the cases: mix (a quarter realistic: large |g|, saturated and near-zero beta), "
+                "benign or realistic")
+      ->capture_default_str();
   c->add_option("--dump-dir", a.dump_dir, "Where a failing case is written")->capture_default_str();
   c->add_option("--target-timeout", a.target_timeout,
                 "Seconds an exec: target may take for one command before it is killed and the case fails")
@@ -63,6 +67,7 @@ fuzz::FuzzOptions options_for(const FuzzArgs& a, const std::string& target) {
   exec::set_timeout(a.target_timeout);
   o.ring_record_dtype = parse_dtype(a.ring_dtype, "ring-dtype");
   o.fault = ref::parse_fault(a.fault);
+  o.gates = fuzz::parse_gate_mix(a.gates, "gates");
   o.dump_dir = a.dump_dir;
   return o;
 }
@@ -100,7 +105,7 @@ std::string campaign_command(const FuzzArgs& a, const std::string& target) {
   return "replayssm fuzz --target " + shell_quote(target) + " --preset " + shell_quote(a.preset) + " --layers " +
          std::to_string(a.layers) + " --cases " + std::to_string(a.cases) + " --max-commands " +
          std::to_string(a.max_commands) + " --slots " + std::to_string(a.slots) + " --max-T " + std::to_string(a.max_T) +
-         " --recon " + shell_quote(a.recon) + " --ring-dtype " + shell_quote(a.ring_dtype) + " --fault " +
+         " --recon " + shell_quote(a.recon) + " --ring-dtype " + shell_quote(a.ring_dtype) + " --gates " + shell_quote(a.gates) + " --fault " +
          shell_quote(a.fault) + " --seed " + std::to_string(a.seed) + overrides(a) +
          (a.export_trace.empty() ? "" : " --export-trace " + shell_quote(a.export_trace));
 }

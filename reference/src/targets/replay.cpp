@@ -53,6 +53,9 @@ class ReplayTarget : public PooledTarget {
     auto out = zero_outputs(inputs);
     zero_fresh_slots(rows);
     batch_ = step_batch(rows, inputs.empty() ? 0 : inputs[0].T);
+    if (fault_ == Fault::WidthCappedAt8)  // the fault: a verify window wider than the compiled one is cut
+      for (std::size_t i = 0; i < rows.size(); ++i)
+        if (rows[i].kind == RowKind::Verify) batch_.rows[i].T = std::min(batch_.rows[i].T, kFaultWidthCap);
     batch_.payload = geo_;
     batch_.page_table = fresh_page_table(rows.size());
     batch_.validate();
@@ -121,6 +124,7 @@ class ReplayTarget : public PooledTarget {
     if (fault_ == Fault::OffByOneAccepted && n >= 1) n -= 1;
     if (fault_ == Fault::ZeroAcceptedAsOne && n == 0) n = 1;
     if (fault_ == Fault::FullAcceptClamped && n == T && n > 1) n -= 1;
+    if (fault_ == Fault::WidthCappedAt8) n = std::min(n, kFaultWidthCap);
     return n;
   }
   // GraphTailProcessed: the kernel runs the whole captured batch, so every graph tail row that holds a slot

@@ -96,7 +96,8 @@ class SpecRingTarget : public PooledTarget {
     const auto slot = static_cast<std::size_t>(r.row.slot);
     const SpecRingCursors cur = cursors_[slot];
     std::vector<float> checkpoint = get(l, r.row.slot);
-    const SpecRingStepOptions opt{s_.recon, s_.record_dtype, fault_ == Fault::FlushOverwritesLiveRecord};
+    const SpecRingStepOptions opt{s_.recon, s_.record_dtype, fault_ == Fault::FlushOverwritesLiveRecord,
+                                  fault_ == Fault::DecayWeightsFactored};
     auto o = spec_ring_verify(s_.cfg, s_.params[static_cast<std::size_t>(l)], s_.spec_ring, cur, in, checkpoint,
                               records_[slot][static_cast<std::size_t>(l)], opt);
     if (cur.is_flush) put(l, r.row.slot, checkpoint);  // the history was folded into the checkpoint

@@ -32,7 +32,7 @@ std::vector<float> spec_ring_verify(const ModelConfig& cfg, const LayerParams& p
                                     const SpecRingStepOptions& opt) {
   std::vector<const Record*> hist = spec_ring_history(g, c, records);
   if (c.is_flush) {  // fold the committed history into the checkpoint first
-    checkpoint = reconstruct(cfg, checkpoint, hist, opt.recon);
+    checkpoint = reconstruct(cfg, checkpoint, hist, opt.recon, opt.factored_weights);
     round_to_state_dtype(cfg, checkpoint);
     hist.clear();
   }
@@ -41,7 +41,7 @@ std::vector<float> spec_ring_verify(const ModelConfig& cfg, const LayerParams& p
   for (int s = 0; s < in.T; ++s) {
     std::vector<const Record*> list = hist;
     for (int j = 0; j < s; ++j) list.push_back(&window[static_cast<std::size_t>(j)]);
-    std::vector<float> S = reconstruct(cfg, checkpoint, list, opt.recon);
+    std::vector<float> S = reconstruct(cfg, checkpoint, list, opt.recon, opt.factored_weights);
     auto o = ring_token(cfg, p, in, s, S, window[static_cast<std::size_t>(s)], opt.recon);
     round_record(window[static_cast<std::size_t>(s)], opt.record_dtype);
     o_all.insert(o_all.end(), o.begin(), o.end());

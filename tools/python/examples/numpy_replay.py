@@ -41,8 +41,12 @@ from replayssm_kit.target import Target, TargetError, serve  # noqa: E402
 # Seeded bugs, each visible to a different check of the judge: the committed states (off_by_one_accepted),
 # the untouched-slot check through `pool` (pad_row_writes_slot0: a PAD row's index -1 aliasing slot 0) and the
 # gaps through `pool` (writes_gap: a commit spills one element past the slot's state); graph_tail_processed runs
-# a captured batch over its whole capacity, so the stale slot ids in its tail are verified and committed.
-FAULTS = ("off_by_one_accepted", "pad_row_writes_slot0", "writes_gap", "graph_tail_processed") + FIXTURE_FAULTS
+# a captured batch over its whole capacity, so the stale slot ids in its tail are verified and committed;
+# width_capped_at_8 is a verify compiled for at most 8 tokens: a wider window's tokens beyond the 8th get no output
+# and the commit caps n at 8 (only a window wider than 8 shows it).
+FAULTS = ("off_by_one_accepted", "pad_row_writes_slot0", "writes_gap", "graph_tail_processed",
+          "width_capped_at_8") + FIXTURE_FAULTS
+WIDTH_CAP = 8
 
 
 class NumpyReplay(Target):
@@ -126,7 +130,8 @@ class NumpyReplay(Target):
                 if self._pad(r):
                     continue
                 S = self._get(l, r.slot)
-                for t in range(r.token_offset, r.token_offset + r.T):
+                width = min(r.T, WIDTH_CAP) if self.fault == "width_capped_at_8" and not r.is_prefill else r.T
+                for t in range(r.token_offset, r.token_offset + width):
                     o[t] = self.math.token(S, self.params[l], x["k"][t], x["v"][t], x["a"][t], x["b"][t], x["q"][t])
             outputs.append(o)
             payload.append(captured)
@@ -156,6 +161,8 @@ class NumpyReplay(Target):
             if self._pad(r) or r.is_prefill or r.write_slot == -1:
                 continue
             n = r.accepted - 1 if self.fault == "off_by_one_accepted" and r.accepted >= 1 else r.accepted
+            if self.fault == "width_capped_at_8":
+                n = min(n, WIDTH_CAP)
             if n == 0:
                 continue  # nothing committed: the slot's bytes stay as they are
             for l in range(self.L):

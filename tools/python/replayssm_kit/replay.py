@@ -133,6 +133,10 @@ def _uncovered(caps: dict, t: Trace) -> str:
         return f"{t.L} layers above the target's max_layers"
     if any(c.op == "copy_slot" for c in t.commands) and not caps.get("copy_slot", True):
         return "copy_slot (the trace copies slots; the target does not implement copy_slot)"
+    if not caps.get("out_of_place_commit", False) and any(
+            r["kind"] == "verify" and r["slot"] >= 0 and r["write_slot"] >= 0 and r["write_slot"] != r["slot"]
+            for c in t.commands if c.op in ("step", "commit") for r in c.msg["rows"]):
+        return "out_of_place_commit (the trace commits into another slot; the target does not claim it)"
     return ""
 
 
@@ -239,7 +243,8 @@ class _Replay:
                 continue
             for s in c.kept:
                 if now[2 * s] != before_step[0][l][2 * s]:
-                    self.changed("kept", l, s, before_step[1][l], "changed although its commit had n = 0")
+                    self.changed("kept", l, s, before_step[1][l],
+                                 "changed although its commit had n = 0 or wrote another slot")
 
     def changed(self, check, l, s, was, why, begin=0, end=None):
         """Raises the failure of slot s of layer l, naming its first element in [begin, end) (default: the state

@@ -69,13 +69,14 @@ def test_the_committed_traces_cover_every_command_kind_and_pad_rows():
 
 # --- seeded faults: the command each one breaks first -----------------------------------------------------------
 def _first_commit_with_accepted_resident(t):
-    """off_by_one_accepted commits n - 1 tokens: the first commit of a verify row with n >= 1 whose slot is still
-    resident afterwards (an early stop frees the slot, so its state is not checked) fails on that state."""
+    """off_by_one_accepted commits n - 1 tokens: the first commit of a verify row with n >= 1 whose written slot
+    (write_slot: the slot itself, or another one for an out-of-place commit) is still resident afterwards (an
+    early stop frees it, so its state is not checked) fails on that state."""
     for c in t.commands:
         if c.op != "commit":
             continue
         checked = {s for _, s, _ in c.states}
-        if any(r["kind"] == "verify" and r["slot"] >= 0 and r["accepted"] >= 1 and r["slot"] in checked
+        if any(r["kind"] == "verify" and r["slot"] >= 0 and r["accepted"] >= 1 and r["write_slot"] in checked
                for r in c.msg["rows"]):
             return c.index
     return None
@@ -115,6 +116,20 @@ def test_writes_gap_fails_at_the_first_prefill_naming_the_gap(path):
     assert "the gap after the slot was written" in f.message and f.coords[0] >= t.E
 
 
+def test_a_verify_capped_at_8_tokens_fails_exactly_the_traces_with_wider_windows():
+    failed = []
+    for path in ALL:
+        t = load_trace(path)
+        wide = any(c.op == "step" and any(r["kind"] == "verify" and r["T"] > 8 for r in c.msg["rows"])
+                   for c in t.commands)
+        f = rk.replay_trace(t, NumpyReplay("width_capped_at_8")).first_failure
+        assert (f is not None) == wide, f"{os.path.basename(path)}: windows > 8: {wide}, failure: {f}"
+        if f is not None:
+            failed.append(os.path.basename(path))
+            assert f.check == "outputs" and t.commands[f.index].op == "step", str(f)
+    assert any("__widths_up_to_12__" in p for p in failed), failed
+
+
 def test_pad_row_writes_slot0_fails_at_a_pad_step_naming_slot_0():
     caught = 0
     for path in ALL:
@@ -144,6 +159,37 @@ def test_a_trace_outside_the_capabilities_is_not_covered_never_passed():
     assert with_copy
     result = rk.replay_trace(with_copy[0], _NoCopy())
     assert not result.covered and not result.ok and "copy_slot" in result.not_covered
+
+
+def _moves(t):
+    return any(r["kind"] == "verify" and r["slot"] >= 0 and r["write_slot"] not in (-1, r["slot"])
+               for c in t.commands if c.op == "commit" for r in c.msg["rows"])
+
+
+class _InPlaceOnly(NumpyReplay):
+    def capabilities(self):
+        return dict(super().capabilities(), out_of_place_commit=False)
+
+
+class _CommitWritesReadSlot(NumpyReplay):
+    """An out-of-place commit that also stores the new state into the read slot (a double buffer's slip)."""
+    def commit(self, rows):
+        super().commit(rows)
+        for r in rows:
+            if not r.is_pad and not r.is_prefill and r.write_slot not in (-1, r.slot) and r.accepted > 0:
+                for pool in self.pools:
+                    pool[r.slot, : self.E] = pool[r.write_slot, : self.E]
+
+
+def test_out_of_place_commits_are_judged_only_when_claimed_and_the_read_slot_is_kept():
+    moving = [p for p in ALL if _moves(load_trace(p))]
+    assert any("__out_of_place__" in p for p in moving), moving
+    for path in moving:
+        result = rk.replay_trace(path, _InPlaceOnly())
+        assert not result.covered and not result.ok and "out_of_place_commit" in result.not_covered
+        f = rk.replay_trace(path, _CommitWritesReadSlot()).first_failure
+        assert f is not None and f.op == "commit" and f.check == "kept", f"{os.path.basename(path)}: {f}"
+        assert f"slot {f.slot}" in f.message and "wrote another slot" in f.message
 
 
 def test_the_judged_tier_follows_the_claim_or_the_argument():

@@ -16,8 +16,9 @@
 
 namespace replayssm::ref {
 
-// Seeded token inputs of one layer for `T` new tokens (layer-specific stream of `seed`).
-SequenceInputs token_inputs(const ModelConfig& cfg, std::int32_t layer, std::int32_t T, std::uint64_t seed);
+// Seeded token inputs of one layer for `T` new tokens (layer-specific stream of `seed`), gates from `gates`.
+SequenceInputs token_inputs(const ModelConfig& cfg, std::int32_t layer, std::int32_t T, std::uint64_t seed,
+                            GateRange gates = GateRange::Benign);
 
 // The engine: request table, slot use and the accepted-length bookkeeping, driving one Target.
 class Engine {

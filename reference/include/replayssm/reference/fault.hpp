@@ -9,10 +9,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "replayssm/reference/gdn.hpp"
+#include "replayssm/reference/mtp.hpp"
 
 namespace replayssm::ref {
 
@@ -39,7 +41,16 @@ enum class Fault : std::uint8_t {
                               // request in slot 0 is skipped (no outputs, no commit)
   PadIndexWraps,              // a PAD index -1 wraps to the last pool slot (pool[-1]) and is committed there
   CommitWritesReadSlot,       // an out-of-place commit also stores the new state into the read slot
+  WidthCappedAt8,             // a verify kernel compiled for at most 8 tokens per window (kFaultWidthCap): the
+                              // tokens of a wider window beyond the 8th are neither verified (their outputs stay
+                              // zero) nor captured, and the commit caps the accepted count at 8
+  DecayWeightsFactored,       // the closed-form ring reconstruction forms each decay weight exp(G_m - G_j) as
+                              // exp(G_m) * exp(-G_j): equal in exact arithmetic and within rounding for moderate
+                              // gates, inf * 0 = NaN once a history's cumulative log-decay passes ~ -88 (the
+                              // large |g| of trained models); acts with Reconstruction::ClosedForm only
 };
+// The compiled window of WidthCappedAt8 (1 + 7 drafts): only windows of T > 8 (widths 9..12 and up) see it.
+inline constexpr std::int32_t kFaultWidthCap = 8;
 std::string to_string(Fault f);
 Fault parse_fault(const std::string& s);  // Error("fault") listing the names
 std::vector<Fault> all_faults();          // every fault except None
@@ -48,6 +59,9 @@ std::vector<std::string> fault_targets(Fault f);
 // Faults of the engine's bookkeeping that the oracle's engine shares (a slip in the one Engine both sides
 // run): only the independent bookkeeping model of the fuzz generator can see them.
 bool shared_engine_fault(Fault f);
+// The ring reconstruction a fault lives in (decay_weights_factored: closed_form), or none: a campaign or
+// property hunting the fault must run its ring target with it.
+std::optional<Reconstruction> fault_reconstruction(Fault f);
 
 // The token-step perturbation of a math fault (GvaModulo, MissingDecayInReplay, BetaRoundingOnePath);
 // nullptr for every other fault.

@@ -80,9 +80,12 @@ Reconstruction parse_reconstruction(const std::string& s, const std::string& fie
 
 using Record = TokenRecord<float>;
 
-// State after folding `records` (in logical order) into S0; F32, unrounded.
+// State after folding `records` (in logical order) into S0; F32, unrounded. factored_weights (tests only: the
+// catalogue fault decay_weights_factored, fault.hpp) makes ClosedForm form each weight exp(G_m - G_j) as
+// exp(G_m) * exp(-G_j), which overflows to inf * 0 = NaN once |G| passes ~88 (large |g| of trained models).
 std::vector<float> reconstruct(const ModelConfig& cfg, const std::vector<float>& S0,
-                               const std::vector<const Record*>& records, Reconstruction mode);
+                               const std::vector<const Record*>& records, Reconstruction mode,
+                               bool factored_weights = false);
 
 // One token read against a reconstructed state S (the state before the token): returns o_t [HV, V]
 // (unrounded) and the token's record. Serial and SuffixSum advance S in place exactly like token_step;

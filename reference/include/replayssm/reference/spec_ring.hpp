@@ -33,6 +33,7 @@ struct SpecRingStepOptions {
   Reconstruction recon = Reconstruction::Serial;
   DType record_dtype = DType::F32;        // storage of u and k (g stays F32)
   bool window_at_origin_on_flush = false; // the catalogue fault flush_overwrites_live_record
+  bool factored_weights = false;          // the catalogue fault decay_weights_factored (reconstruct, mtp.hpp)
 };
 
 // A verify of in.T window tokens from cursors c (which it does not change: spec_ring_commit does). On a flush

@@ -25,6 +25,7 @@
 #include "replayssm/config.hpp"
 #include "replayssm/reference/fault.hpp"
 #include "replayssm/reference/gdn.hpp"
+#include "replayssm/reference/inputs.hpp"
 #include "replayssm/reference/mtp.hpp"
 #include "replayssm/step.hpp"
 
@@ -53,6 +54,9 @@ struct EngineSetup {
   std::int32_t page_tokens = 4;     // raw payload page size (rows)
   float poison = 0.0f;              // value the pools start with (NaN by default, see make_setup)
   PadConvention pad_convention = PadConvention::MinusOne;
+  // The ranges the engine's token inputs a, b (and, through make_setup, A_log, dt_bias) come from
+  // (inputs.hpp): realistic = trained models' large |g| and saturated / near-zero beta.
+  GateRange gates = GateRange::Benign;
 
   // The slot PAD rows carry under pad_convention (-1, 0 or num_slots - 1).
   std::int32_t pad_sentinel() const;
@@ -61,7 +65,8 @@ struct EngineSetup {
 
   void validate() const;
   // Everything but params and poison (the protocol's `setup` object); `pad_convention` is written only when
-  // it is not "minus_one" (what every setup before protocol 1.2 meant).
+  // it is not "minus_one" (what every setup before protocol 1.2 meant), `gates` only when it is "realistic"
+  // (a target needs neither: it receives the inputs; replaying a case regenerates them from it).
   nlohmann::json to_json() const;
   // The inverse of to_json with the given layer parameters and poison value; Error("<field>.<key>") for a
   // missing or malformed key, then validate().
@@ -74,8 +79,10 @@ struct EngineSetup {
   // page table every step).
   PayloadGeometry payload_geometry() const { return PayloadGeometry::sized(page_tokens, max_T, max_rows(), 2); }
 };
-// A setup for cfg with seeded parameters, NaN-poisoned pools, and ring/page sizes derived from max_T.
-EngineSetup make_setup(const ModelConfig& cfg, std::uint64_t seed, std::int32_t num_slots, std::int32_t max_T);
+// A setup for cfg with seeded parameters (from the gates' ranges), NaN-poisoned pools, and ring/page sizes
+// derived from max_T.
+EngineSetup make_setup(const ModelConfig& cfg, std::uint64_t seed, std::int32_t num_slots, std::int32_t max_T,
+                       GateRange gates = GateRange::Benign);
 
 enum class RowKind : std::uint8_t { Verify, Prefill };
 

@@ -53,7 +53,8 @@ struct TraceCommand {
   // After the command:
   std::vector<StateExpectation> states;            // committed state of every resident, settled slot
   std::vector<std::int32_t> unchanged;             // slots whose state part is bitwise unchanged by the command
-  std::vector<std::int32_t> kept;                  // commit: n = 0 slots, bitwise unchanged since before the step
+  std::vector<std::int32_t> kept;                  // commit: n = 0 slots and read slots of out-of-place commits,
+                                                   // bitwise unchanged since before the step
   std::int32_t lifecycle = -1;                     // the lifecycle command (Trace::lifecycle) it belongs to
 
   std::string op_name() const;                     // "allocate", "step", "commit", "copy_slot"
@@ -76,6 +77,9 @@ Fixture trace_to_fixture(const Trace& t);
 // "__metadata__.commands[7].rows[2].slot", "tensor 'out.12.o'", ... (a shape, a dtype, a missing tensor, an
 // expectation that is not finite, an out.* tensor no command refers to).
 Trace trace_from_fixture(const Fixture& f);
+// True when a verify row of the trace commits out of place (write_slot != slot): only an implementation claiming
+// out_of_place_commit is judged on it (the others: not covered).
+bool trace_commits_out_of_place(const Trace& t);
 Trace load_trace(const std::string& path);
 
 }  // namespace replayssm::ref
