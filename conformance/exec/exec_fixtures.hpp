@@ -1,6 +1,6 @@
 // Committed fixtures judged through an implementation in its own process ("exec:COMMAND"): the static fixtures
-// of the fixture ops (recurrent, chunked, mtp_verify, replay_commit, mtp_batch) through the protocol's
-// `fixture` command, and the lifecycle traces through its lifecycle commands (trace_replay.hpp). This is what
+// of the fixture ops (recurrent, chunked, mtp_verify, replay_commit, mtp_batch; from protocol 1.3 the short
+// convolution's conv.prefill, conv.update, conv.commit) through the protocol's `fixture` command, and the lifecycle traces through its lifecycle commands (trace_replay.hpp). This is what
 // `replayssm conform --target exec:...` and `replayssm check --target exec:...` add to their verdicts.
 //
 // Judging a static fixture (docs/target-protocol.md, "Fixture ops"):
@@ -12,9 +12,13 @@
 //     pad_outputs_zero and are don't-care otherwise (the PAD rule); the slots of out.pool no row writes (PAD rows, accepted n = 0, slots no
 //     row reads) must be bitwise the input pool's, and the written slots are compared at the tier with the
 //     scale of the written slots alone (the 1e30 markers of unused slots would otherwise set the scale);
+//   * conv.* fixtures (no GDN/KDA model configuration): every out.* tensor at the fixture's stored tolerance
+//     whatever the claimed tier (out.y's bound is derived for any fp32-arithmetic convolution; states are exact);
+//     the implementation's act_dtypes, state_dtypes and max_T (for conv.update / conv.commit windows) apply;
 //   * a fixture the implementation cannot run is "not covered", with the reason, never passed: its op is not
-//     claimed (or it speaks protocol 1.0), its model configuration is outside the capabilities, or it is an
-//     MRoPE or ring-step fixture (not target operations: the protocol has no command for them).
+//     claimed (or it speaks a protocol version without the op: 1.0, or below 1.3 for conv.*), its model
+//     configuration is outside the capabilities, or it is an MRoPE or ring-step fixture (not target operations:
+//     the protocol has no command for them).
 // Failures name the tensor and the worst element (flat index, coordinates, expected, got).
 #pragma once
 

@@ -156,8 +156,26 @@ std::string Capabilities::unsupported(const ModelConfig& cfg, int max_T_wanted) 
   return s;
 }
 
+std::string Capabilities::unsupported_conv(DType act_dtype, DType state_dtype, int window) const {
+  std::ostringstream why;
+  if (!has(act_dtypes, act_dtype)) why << "act_dtype " << dtype_name(act_dtype) << "; ";
+  if (!has(state_dtypes, state_dtype)) why << "state_dtype " << dtype_name(state_dtype) << "; ";
+  if (window > max_T) why << "max_T = " << window << " (the target takes up to " << max_T << "); ";
+  std::string s = why.str();
+  if (!s.empty()) s = "not supported by the target: " + s.substr(0, s.size() - 2);
+  return s;
+}
+
+int fixture_op_minor(const std::string& op) { return op.rfind("conv.", 0) == 0 ? 3 : 1; }
+
+std::string protocol_gap(int minor, const std::string& op) {
+  const std::string speaks = "the target speaks protocol 1." + std::to_string(minor);
+  if (minor < 1) return speaks + ", which has no fixture command";
+  return speaks + ", which has no fixture op '" + op + "' (added in 1." + std::to_string(fixture_op_minor(op)) + ")";
+}
+
 bool Capabilities::runs_fixture_op(const std::string& op) const {
-  return protocol_minor >= 1 && has(fixture_ops, op);
+  return protocol_minor >= fixture_op_minor(op) && has(fixture_ops, op);
 }
 
 void set_timeout(double seconds) {
@@ -315,9 +333,7 @@ std::map<std::string, Tensor> run_fixture(const std::string& command, const Fixt
   const auto conn = connect(command);
   const Capabilities& caps = conn->caps();
   require(caps.runs_fixture_op(f.op), "target.fixture", "the target does not run fixture op '", f.op, "'",
-          caps.protocol_minor < 1 ? " (it speaks protocol 1." + std::to_string(caps.protocol_minor) +
-                                        ", which has no fixture command)"
-                                  : "");
+          caps.protocol_minor < fixture_op_minor(f.op) ? " (" + protocol_gap(caps.protocol_minor, f.op) + ")" : "");
   Frame req;
   json outputs = json::object();
   std::map<std::string, Tensor> expected;

@@ -26,7 +26,8 @@ namespace replayssm::exec {
 
 // 1.1 added the `fixture` command (the fixture-op capability).
 // 1.2 added graph padding, PAD conventions and out-of-place commits.
-inline constexpr int kProtocolMajor = 1, kProtocolMinor = 2;
+// 1.3 added the conv fixture ops (conv.prefill, conv.update, conv.commit) to `fixture_ops`.
+inline constexpr int kProtocolMajor = 1, kProtocolMinor = 3;
 // Sends `shutdown` to every live target process (one per command line, reused across cases) and waits up to
 // kShutdownGraceMs for each to exit before killing its process group. Also runs at program exit.
 void shutdown_targets();
@@ -69,13 +70,24 @@ struct Capabilities {
   // "" when cfg (with max_T and num_layers) is inside the capabilities, else why not ("act_dtype BF16 not
   // supported").
   std::string unsupported(const ModelConfig& cfg, int max_T) const;
-  // Whether `fixture` may be sent for fixture op `op` (claimed, and the implementation speaks 1.1 or later).
+  // The same for a conv.* fixture (protocol 1.3), which has no GDN/KDA model configuration: its activation and
+  // state dtypes against act_dtypes / state_dtypes, and the verify window of conv.update / conv.commit against
+  // max_T (0 for conv.prefill: a prompt chunk is not bounded by max_T).
+  std::string unsupported_conv(DType act_dtype, DType state_dtype, int window) const;
+  // Whether `fixture` may be sent for fixture op `op`: claimed, and the implementation speaks the minor version
+  // that introduced it (fixture_op_minor).
   bool runs_fixture_op(const std::string& op) const;
 };
 
-// The fixture ops an implementation can claim (the golden operations, reference/golden.hpp).
-inline const std::vector<std::string> kFixtureOps{"recurrent", "chunked", "mtp_verify", "replay_commit",
-                                                  "mtp_batch"};
+// The fixture ops an implementation can claim: the golden operations (reference/golden.hpp, protocol 1.1) and
+// the short convolution's ops (reference/conv_fixture.hpp, protocol 1.3).
+inline const std::vector<std::string> kFixtureOps{"recurrent", "chunked",      "mtp_verify",  "replay_commit",
+                                                  "mtp_batch", "conv.prefill", "conv.update", "conv.commit"};
+// The protocol minor version that introduced fixture op `op`: 3 for the conv.* ops, 1 for the others.
+int fixture_op_minor(const std::string& op);
+// Why an implementation answering protocol 1.<minor> is not sent fixture op `op` ("the target speaks protocol 1.2,
+// which has no fixture op 'conv.update' (added in 1.3)"); call it only when minor < fixture_op_minor(op).
+std::string protocol_gap(int minor, const std::string& op);
 
 // Runs one static fixture through the implementation behind COMMAND (the `fixture` command): sends the
 // fixture's op, config and in.* / param.* tensors, and returns the answered out.* tensors, parsed strictly

@@ -271,3 +271,80 @@ TEST_F(ExecTarget, FixturesOutsideTheCapabilitiesAreNotCovered) {
     EXPECT_EQ(r.str().rfind("not covered ", 0), 0u) << r.str();
   }
 }
+
+// --- the conv fixture ops (protocol 1.3) -------------------------------------------------------------------------
+namespace {
+std::string conv(const std::string& rel) { return std::string(REPLAYSSM_SOURCE_DIR) + "/fixtures/conv/" + rel; }
+}  // namespace
+
+// A commit that keeps the checkpoint is right exactly when n = 0: PASS there, FAIL for n = 2 on out.state, judged
+// exact (the stored tolerance, whatever the claimed tier), naming the worst element's coordinates [c, column].
+TEST_F(ExecTarget, ConvFixturesAreJudgedAtTheirStoredTolerance) {
+  const auto pass = exec::check_fixture_through(command("fixture_conv_echo"),
+                                                conv("tiny-gdn/tiny-gdn__conv__commit_T4_n0.safetensors"));
+  EXPECT_TRUE(pass.covered && pass.ok) << pass.str();
+  EXPECT_EQ(pass.op, "conv.commit");
+  EXPECT_EQ(pass.tier, "fp32");
+
+  const auto fail = exec::check_fixture_through(command("fixture_conv_echo"),
+                                                conv("tiny-gdn/tiny-gdn__conv__commit_T4_n2.safetensors"));
+  ASSERT_TRUE(fail.covered && !fail.ok) << fail.str();
+  const auto* st = find_check(fail, "out.state");
+  ASSERT_NE(st, nullptr) << fail.str();
+  EXPECT_FALSE(st->report.ok);
+  EXPECT_EQ(st->judged.str(), "exact") << st->str();
+  EXPECT_EQ(st->stored, "exact");
+  ASSERT_EQ(st->shape.size(), 2u);  // [C, W-1]
+  const std::string line = fail.str();
+  for (const char* s : {"FAIL ", "tiny-gdn__conv__commit_T4_n2", "conv.commit", "worst@", "worst element ["})
+    EXPECT_NE(line.find(s), std::string::npos) << s << " in\n" << line;
+
+  // conv.update: every per-token state wrong (the input state repeated), out.y zeros: both fail, out.y at its
+  // stored allclose bound.
+  const auto upd = exec::check_fixture_through(command("fixture_conv_echo"),
+                                               conv("tiny-kda/tiny-kda__conv__update_T4.safetensors"));
+  ASSERT_TRUE(upd.covered && !upd.ok) << upd.str();
+  const auto* y = find_check(upd, "out.y");
+  const auto* states = find_check(upd, "out.states");
+  ASSERT_TRUE(y && states) << upd.str();
+  EXPECT_FALSE(y->report.ok);
+  EXPECT_FALSE(states->report.ok);
+  EXPECT_EQ(y->judged.str(), y->stored);
+  EXPECT_NE(y->stored.find("allclose"), std::string::npos) << y->str();
+}
+
+// A missing tensor is an Error naming the command and the tensor, and a failed (covered) fixture.
+TEST_F(ExecTarget, ConvFixtureMissingTensorIsNamed) {
+  const std::string path = conv("tiny-gdn/tiny-gdn__conv__update_T4.safetensors");
+  const Fixture f = load_fixture(path);
+  const auto e = failure_of([&] { (void)exec::run_fixture(command("fixture_conv_missing"), f); });
+  EXPECT_EQ(e.field, "target.fixture.out.y") << e.message;
+  EXPECT_NE(e.message.find("is missing from the answer"), std::string::npos) << e.message;
+  const auto r = exec::check_fixture_through(command("fixture_conv_missing"), path);
+  EXPECT_TRUE(r.covered && !r.ok) << r.str();
+  EXPECT_NE(r.why.find("target.fixture.out.y"), std::string::npos) << r.str();
+}
+
+// Not covered, with the reason, never a pass: an op not claimed, a dtype outside act_dtypes, and a target speaking
+// protocol 1.2 or 1.1 (no conv ops), which is never sent one.
+TEST_F(ExecTarget, ConvFixturesOutsideTheCapabilitiesAreNotCovered) {
+  struct Case {
+    std::string mode, path, says;
+  };
+  const Case cases[] = {
+      {"fixture_conv_echo", conv("tiny-gdn/tiny-gdn__conv__prefill_fresh_T9.safetensors"),
+       "fixture op 'conv.prefill' is not claimed"},
+      {"fixture_conv_echo", conv("tiny-gdn/tiny-gdn__conv__commit_T5_n3_k6_f32act_bf16state.safetensors"),
+       "act_dtype F32"},
+      {"fixture_conv_v12", conv("tiny-gdn/tiny-gdn__conv__commit_T4_n2.safetensors"),
+       "protocol 1.2, which has no fixture op 'conv.commit' (added in 1.3)"},
+      {"fixture_zeros", conv("tiny-gdn/tiny-gdn__conv__commit_T4_n2.safetensors"),
+       "protocol 1.1, which has no fixture op 'conv.commit'"},
+  };
+  for (const auto& c : cases) {
+    const auto r = exec::check_fixture_through(command(c.mode), c.path);
+    EXPECT_FALSE(r.covered) << c.mode << ": " << r.str();
+    EXPECT_FALSE(r.ok) << c.mode;
+    EXPECT_NE(r.why.find(c.says), std::string::npos) << c.mode << ": " << r.str();
+  }
+}

@@ -8,6 +8,10 @@ stderr_then_exit, and for the `fixture` command (the target claims fixture op "r
 fixture_extra, fixture_echo_pool (claims mtp_batch too and answers its input pool unchanged: a commit
 that writes nothing), fixture_pad_ones (the same, claiming pad_outputs_zero, with every output 1.0, PAD rows'
 included), fixture_v10 (answers protocol version 1.0, which has no fixture command, yet claims the op).
+The conv fixture ops (protocol 1.3; these modes claim conv.update and conv.commit with act_dtypes ["BF16"]):
+fixture_conv_echo (answers every state tensor with the input state, zeros elsewhere: a commit that keeps the
+checkpoint, right exactly when n = 0), fixture_conv_missing (leaves out the last expected tensor), and
+fixture_conv_v12 (the same claim under protocol version 1.2, which has no conv ops).
 The hello answer is always well formed except in exit_at_start and wrong_version.
 """
 import json
@@ -59,9 +63,14 @@ if MODE == "stderr_then_exit":
 
 msg = read_frame()
 assert msg["op"] == "hello"
-version = [2, 0] if MODE == "wrong_version" else [1, 0] if MODE == "fixture_v10" else [1, 1]
+CONV = MODE.startswith("fixture_conv_")
+version = ([2, 0] if MODE == "wrong_version" else [1, 0] if MODE == "fixture_v10" else
+           [1, 2] if MODE == "fixture_conv_v12" else [1, 3] if CONV else [1, 1])
 caps = {"name": "misbehaving-" + MODE, "copy_slot": False}
-if MODE.startswith("fixture_"):
+if CONV:
+    caps["fixture_ops"] = ["conv.update", "conv.commit"]
+    caps["act_dtypes"] = ["BF16"]
+elif MODE.startswith("fixture_"):
     caps["fixture_ops"] = ["recurrent", "mtp_batch"] if MODE in ("fixture_echo_pool", "fixture_pad_ones") else ["recurrent"]
     caps["pad_outputs_zero"] = MODE == "fixture_pad_ones"
 write_frame({"ok": True, "protocol": "replayssm.target", "version": version, "capabilities": caps})
@@ -108,7 +117,7 @@ while True:
         tensors = []
         for i, (name, spec) in enumerate(outs):
             dtype, shape = spec["dtype"], list(spec["shape"])
-            if MODE == "fixture_missing" and i == len(outs) - 1:
+            if MODE in ("fixture_missing", "fixture_conv_missing") and i == len(outs) - 1:
                 continue
             if MODE == "fixture_wrong_shape" and i == 0:
                 shape[0] += 1
@@ -118,6 +127,10 @@ while True:
             for d in shape:
                 count *= d
             raw = b"\0" * (SIZE[dtype] * count)
+            if MODE == "fixture_conv_echo" and name == "out.state":
+                raw = msg["_tensors"]["in.state"]
+            if MODE == "fixture_conv_echo" and name == "out.states":  # every draft token's state: the input's
+                raw = msg["_tensors"]["in.state"] * shape[0]
             if MODE in ("fixture_echo_pool", "fixture_pad_ones") and name == "out.pool":
                 raw = msg["_tensors"]["in.pool"]
             if MODE == "fixture_pad_ones" and name == "out.o":

@@ -13,18 +13,23 @@ activation dtype, as a kernel stores them. `chunked` runs the token recurrence o
 chunk size changes a kernel's summation order, not the result it must reach, and this example does not
 implement the chunk-parallel (WY) form. None of this shares code with the C++ reference.
 
-Seeded fault (numpy_replay.py --fault replay_commit_drops_last): replay_commit replays n - 1 of the n
-accepted tokens (an off-by-one in the accepted prefix); every other op is unaffected.
+The conv fixture ops (conv.prefill, conv.update, conv.commit: the short convolution before q, k, v) are in
+numpy_conv_ops.py; run_fixture_op dispatches to them.
+
+Seeded faults (numpy_replay.py --fault F): replay_commit_drops_last: replay_commit replays n - 1 of the n
+accepted tokens (an off-by-one in the accepted prefix); conv_commit_keeps_window_tail (numpy_conv_ops.py):
+conv.commit keeps the whole window's last W - 1 columns. Every other op is unaffected by either.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from numpy_conv_ops import CONV_FAULTS, CONV_OPS, run_conv_op
 from replay_math import Recurrence, round_bf16
 from replayssm_kit.target import TargetError
 
-FIXTURE_FAULTS = ("replay_commit_drops_last",)
+FIXTURE_FAULTS = ("replay_commit_drops_last",) + CONV_FAULTS
 
 
 class FixtureOps:
@@ -130,6 +135,8 @@ class FixtureOps:
 
 
 def run_fixture_op(op: str, config: dict, inputs: dict, fault: str | None = None) -> dict:
+    if op in CONV_OPS:
+        return run_conv_op(op, config, inputs, fault)
     ops = FixtureOps(config, inputs, fault)
     if op not in ("recurrent", "chunked", "mtp_verify", "replay_commit", "mtp_batch"):
         raise TargetError("fixture_op", f"{op!r} is not implemented")

@@ -18,8 +18,9 @@ committed static fixtures through it as well:
 `--fault off_by_one_accepted` seeds a bookkeeping bug (the commit replays n - 1 tokens) that a campaign
 must catch: replayssm fuzz --target exec:'python3 .../numpy_replay.py --fault off_by_one_accepted' ...
 (three more, pad_row_writes_slot0, graph_tail_processed and writes_gap, are caught only through `pool` and the
-PAD outputs: see FAULTS). One more, replay_commit_drops_last, is in the fixture ops only (numpy_fixture_ops.py):
-conform's fixture check catches it.
+PAD outputs: see FAULTS). Two more, replay_commit_drops_last and conv_commit_keeps_window_tail, are in the
+fixture ops only (numpy_fixture_ops.py, numpy_conv_ops.py): the fixture check catches them, e.g.
+    replayssm check --target exec:'python3 .../numpy_replay.py --fault conv_commit_keeps_window_tail' fixtures/conv
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ sys.path.insert(0, HERE)
 
 from numpy_fixture_ops import FIXTURE_FAULTS, run_fixture_op  # noqa: E402
 from replay_math import Recurrence, round_bf16  # noqa: E402
-from replayssm_kit.target import Target, TargetError, serve  # noqa: E402
+from replayssm_kit.target import CONV_FIXTURE_OPS, FIXTURE_OPS, Target, TargetError, serve  # noqa: E402
 
 # Seeded bugs, each visible to a different check of the judge: the committed states (off_by_one_accepted),
 # the untouched-slot check through `pool` (pad_row_writes_slot0: a PAD row's index -1 aliasing slot 0) and the
@@ -60,7 +61,7 @@ class NumpyReplay(Target):
                 "bit_exact": False, "pad_outputs_zero": True, "design": "replay", "copy_slot": True,
                 "l2norms": ["rsqrt_mul", "div_sqrt"], "kda_gates": ["softplus", "lower_bound_sigmoid"],
                 "pad_conventions": ["minus_one", "null_block", "pad_slot"], "graph_padding": True,
-                "out_of_place_commit": True}
+                "out_of_place_commit": True, "fixture_ops": list(FIXTURE_OPS + CONV_FIXTURE_OPS)}
 
     def _pad(self, r) -> bool:
         """No state for this row (Row.is_pad); the graph_tail_processed fault sees only the PAD sentinel."""

@@ -18,7 +18,7 @@ from .convert import ConversionError, to_wire
 from .protocol import (PROTOCOL_NAME, VERSION, Frame, ProtocolError, digest64, digest_rows, hex64, parse_hex64,
                        read_frame, write_frame)
 from .session import Session, integer, parse_rows
-from .target import FIXTURE_OPS, Target, TargetError
+from .target import CONV_FIXTURE_OPS, CONV_FIXTURE_OPS_MINOR, FIXTURE_OPS, Target, TargetError
 
 
 COMMANDS = ("hello", "setup", "allocate", "step", "commit", "copy_slot", "committed_state", "pool", "fixture",
@@ -59,10 +59,15 @@ class _Loop:
         caps.setdefault("copy_slot", copies)
         runs_fixtures = type(self.target).fixture is not Target.fixture
         claimed = caps.get("fixture_ops", list(FIXTURE_OPS) if runs_fixtures else [])
-        if not isinstance(claimed, (list, tuple)) or any(op not in FIXTURE_OPS for op in claimed):
-            raise TargetError("capabilities.fixture_ops", f"must list fixture ops of {list(FIXTURE_OPS)}, got {claimed!r}")
+        known = FIXTURE_OPS + CONV_FIXTURE_OPS
+        if not isinstance(claimed, (list, tuple)) or any(op not in known for op in claimed):
+            raise TargetError("capabilities.fixture_ops", f"must list fixture ops of {list(known)}, got {claimed!r}")
+        if len(set(claimed)) != len(claimed):
+            raise TargetError("capabilities.fixture_ops", f"lists an op twice: {claimed!r}")
         if claimed and not runs_fixtures:
             raise TargetError("capabilities.fixture_ops", "are claimed but the target does not override fixture")
+        if v[1] < CONV_FIXTURE_OPS_MINOR:  # a judge before 1.3 has no conv ops and refuses names it does not know
+            claimed = [op for op in claimed if op not in CONV_FIXTURE_OPS]
         caps["fixture_ops"] = list(claimed)
         self.fixture_ops = set(claimed)
         self.greeted = True
@@ -214,7 +219,7 @@ class InProcess:
     directly (replayssm_kit.trace replays trace fixtures through it).
 
         loop = InProcess(my_target)
-        answer, tensors = loop.call({"op": "hello", "protocol": "replayssm.target", "version": [1, 2]})
+        answer, tensors = loop.call({"op": "hello", "protocol": "replayssm.target", "version": [1, 3]})
 
     call() takes a command message and its tensors (name -> float32 array, with their protocol dtype names in
     `dtypes`) and returns the answer message and its tensors (name -> (array in the stored form of its dtype:

@@ -29,8 +29,14 @@ from dataclasses import dataclass
 
 PAD_SLOT = -1
 
-# The fixture ops a target can implement through Target.fixture (docs/target-protocol.md, "Fixture ops").
+# The fixture ops a target can implement through Target.fixture (docs/target-protocol.md, "Fixture ops"): the
+# golden operations (protocol 1.1), advertised by default when fixture() is overridden, and the short
+# convolution's ops (protocol 1.3, docs/fixture-format.md section 11), advertised only when capabilities() lists
+# them in `fixture_ops` (a fixture() written for the golden ops does not implement them) and only to a judge
+# speaking 1.3 or later (an older judge refuses names it does not know).
 FIXTURE_OPS = ("recurrent", "chunked", "mtp_verify", "replay_commit", "mtp_batch")
+CONV_FIXTURE_OPS = ("conv.prefill", "conv.update", "conv.commit")
+CONV_FIXTURE_OPS_MINOR = 3  # the protocol minor version that added CONV_FIXTURE_OPS
 
 
 class TargetError(Exception):
@@ -96,7 +102,7 @@ class Target:
         """The hello answer's capabilities (docs/target-protocol.md, "Capabilities"): name, ops, act_dtypes,
         state_dtypes, layouts, l2norms, kda_gates, round_beta_to_act, gva_ratios, K, V, max_T, max_layers,
         copy_slot, bit_exact, tier, pad_outputs_zero, design, fixture_ops (default: FIXTURE_OPS when fixture()
-        is overridden, else none), pad_conventions, graph_padding, out_of_place_commit. Missing keys take the protocol's
+        is overridden, else none; list CONV_FIXTURE_OPS there to claim the conv ops), pad_conventions, graph_padding, out_of_place_commit. Missing keys take the protocol's
         defaults; the generator produces only what is covered."""
         return {}
 
@@ -150,13 +156,19 @@ class Target:
         """Optional: one static fixture's operation (docs/fixture-format.md; the ops of FIXTURE_OPS), so that
         `replayssm conform --target exec:...` runs the committed fixtures through the implementation too.
 
-        op:      "recurrent", "chunked", "mtp_verify", "replay_commit" or "mtp_batch";
+        op:      "recurrent", "chunked", "mtp_verify", "replay_commit" or "mtp_batch"; when claimed, the conv
+                 ops "conv.prefill", "conv.update", "conv.commit" (docs/fixture-format.md section 11);
         config:  the fixture's config: {"model": the model configuration, "args": {"chunk": C} for chunked};
+                 for the conv ops {"conv": {name, H, HV, K, V, channels, kernel_size, activation, bias,
+                 act_dtype, state_dtype}, "args": {"case": tag}} (no "model");
         inputs:  the fixture's in.* and param.* tensors under their full names ("in.q", "in.state",
-                 "param.A_log"): float tensors as float32 (BF16 widened exactly), in.slot / in.accepted as int32.
-        Returns the out.* tensors ("out.o" or "o", ...): NumPy arrays or torch tensors, converted to each
-        expected tensor's dtype and shape. Overriding it advertises every op of FIXTURE_OPS unless
-        capabilities() lists `fixture_ops`."""
+                 "param.A_log"; conv: "in.x" [T, C], "in.state" [C, W-1], "in.accepted", "param.weight" [C, W],
+                 "param.bias" [C]): float tensors as float32 (BF16 widened exactly), in.slot / in.accepted as
+                 int32.
+        Returns the out.* tensors ("out.o" or "o", ...; conv: out.y, out.state, out.states): NumPy arrays or
+        torch tensors, converted to each expected tensor's dtype and shape (a BF16 state or output rounded to
+        nearest even once). Overriding it advertises every op of FIXTURE_OPS unless capabilities() lists
+        `fixture_ops`; the conv ops are advertised only when listed there."""
         raise NotImplementedError("fixture")
 
 
