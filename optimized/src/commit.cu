@@ -77,7 +77,8 @@ __global__ void __launch_bounds__(128, 1) commit_pipe_kernel(const LaunchArgs ar
         }
         const DevCfg& c = args.c;
         store_tile_vk<LK>(c, state_head(c, it.layer.pool, it.row.write_slot, it.hv), it.r0, p.kl, s);
-      });
+      },
+      [](const Coords&, const DevRow&) {});
 }
 
 // Copies `bytes` from src to dst with the block's threads, U independent loads in flight per thread.

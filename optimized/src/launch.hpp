@@ -16,6 +16,17 @@ namespace replayssm::cuda::detail {
 #define REPLAYSSM_NR 8
 #endif
 constexpr int kNR = REPLAYSSM_NR;
+// Persistent verify, experiment switches (docs/cuda.md, "Verify variants"); neither changes the arithmetic:
+//   REPLAYSSM_VERIFY_CTAS   minimum resident CTAs per SM asked of the register allocator (launch bounds)
+//   REPLAYSSM_VERIFY_HINT   1: L2 prefetch of the next item's token inputs while its state tile is prefetched
+#ifndef REPLAYSSM_VERIFY_CTAS
+#define REPLAYSSM_VERIFY_CTAS 1
+#endif
+#ifndef REPLAYSSM_VERIFY_HINT
+#define REPLAYSSM_VERIFY_HINT 0
+#endif
+constexpr int kVerifyPipeMinCtas = REPLAYSSM_VERIFY_CTAS;
+constexpr bool kVerifyInputHint = REPLAYSSM_VERIFY_HINT != 0;
 // Tokens per stage chunk of the per-tile kernels (the persistent kernels stage max_T tokens at once).
 constexpr int kTC = 8;
 

@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(128) verify_kernel(const LaunchArgs args) {
 // Persistent, prefetching schedule ([V,K] layout; PipeLoop, schedule.cuh). The per-element arithmetic is the
 // one of verify_kernel.
 template <int LK, bool KDA>
-__global__ void __launch_bounds__(128, 1) verify_pipe_kernel(const LaunchArgs args) {
+__global__ void __launch_bounds__(128, kVerifyPipeMinCtas) verify_pipe_kernel(const LaunchArgs args) {
   const DevCfg& c = args.c;
   const PipeLoop<LK, false> p(args);
   const bool bf = c.act_bf16;
@@ -83,6 +83,9 @@ __global__ void __launch_bounds__(128, 1) verify_pipe_kernel(const LaunchArgs ar
             store_tile_vk<LK>(c, dst, it.r0, p.kl, s);
           }
         }
+      },
+      [&](const Coords& at, const DevRow& row) {
+        if (kVerifyInputHint) prefetch_inputs_l2(args, row, at.hv / c.G, at.hv, at.tile * p.lg.VT, p.lg.VT);
       });
 }
 
