@@ -60,8 +60,8 @@ __global__ void __launch_bounds__(128) commit_replay_kernel(const LaunchArgs arg
 
 // Persistent schedule of the replay commit (PipeLoop, schedule.cuh); the per-element arithmetic
 // is the one of commit_replay_kernel.
-template <int LK, bool KDA>
-__global__ void __launch_bounds__(128, 1) commit_pipe_kernel(const LaunchArgs args) {
+template <int LK, bool KDA, int CTAS>
+__global__ void __launch_bounds__(128, CTAS) commit_pipe_kernel(const LaunchArgs args) {
   const PipeLoop<LK, true> p(args);
   p.run(
       args, [](DevRow row) { return row.slot >= 0 && row.write_slot >= 0 && row.accepted > 0; },
@@ -123,8 +123,18 @@ __global__ void __launch_bounds__(256) commit_copy_kernel(const LaunchArgs args)
     block_copy<uint2>(src, dst, head_bytes);
 }
 
+template <int LK, bool KDA, bool DENSE>
+struct CommitFamily {
+  using type = TileKernels<commit_replay_kernel<LK, KDA>, commit_pipe_kernel<LK, KDA, kPipeCtas>>;
+};
+// The dense commit (REPLAYSSM_DENSE_COMMIT, 128 x 128): an experiment.
+template <bool KDA>
+struct CommitFamily<8, KDA, true> {
+  using type = TileKernels<commit_replay_kernel<8, KDA>, commit_pipe_kernel<8, KDA, kPipeCtas>,
+                           commit_pipe_kernel<8, KDA, kDenseCtas>>;
+};
 template <int LK, bool KDA>
-using CommitReplayKernels = TileKernels<commit_replay_kernel<LK, KDA>, commit_pipe_kernel<LK, KDA>>;
+using CommitReplayKernels = typename CommitFamily<LK, KDA, kDenseCommit>::type;
 
 }  // namespace
 

@@ -16,16 +16,21 @@ namespace replayssm::cuda::detail {
 #define REPLAYSSM_NR 8
 #endif
 constexpr int kNR = REPLAYSSM_NR;
-// Persistent verify, experiment switches (docs/cuda.md, "Verify variants"); neither changes the arithmetic:
-//   REPLAYSSM_VERIFY_CTAS   minimum resident CTAs per SM asked of the register allocator (launch bounds)
-//   REPLAYSSM_VERIFY_HINT   1: L2 prefetch of the next item's token inputs while its state tile is prefetched
-#ifndef REPLAYSSM_VERIFY_CTAS
-#define REPLAYSSM_VERIFY_CTAS 1
+// Resident CTAs per SM of the persistent kernels: the standard ones are compiled for 2 (their register
+// budget), the dense ones (launch bounds for 3 CTAs: at most 168 registers, a few spills) are launched
+// instead when 3 CTAs fit (dispatch.cuh). Which families have a dense kernel: verify for 128 x 128 GDN (the
+// measured gain, docs/cuda.md); the switches below add the others as experiments (same arithmetic).
+constexpr int kPipeCtas = 2, kDenseCtas = 3;
+#ifndef REPLAYSSM_DENSE_KDA
+#define REPLAYSSM_DENSE_KDA 0  // 1: dense verify for KDA too
+#endif
+#ifndef REPLAYSSM_DENSE_COMMIT
+#define REPLAYSSM_DENSE_COMMIT 0  // 1: dense commit_replay (128 x 128, GDN and KDA)
 #endif
 #ifndef REPLAYSSM_VERIFY_HINT
-#define REPLAYSSM_VERIFY_HINT 0
+#define REPLAYSSM_VERIFY_HINT 0  // 1: L2 prefetch of the next item's token inputs (a measured negative result)
 #endif
-constexpr int kVerifyPipeMinCtas = REPLAYSSM_VERIFY_CTAS;
+constexpr bool kDenseKDA = REPLAYSSM_DENSE_KDA != 0, kDenseCommit = REPLAYSSM_DENSE_COMMIT != 0;
 constexpr bool kVerifyInputHint = REPLAYSSM_VERIFY_HINT != 0;
 // Tokens per stage chunk of the per-tile kernels (the persistent kernels stage max_T tokens at once).
 constexpr int kTC = 8;
