@@ -1,7 +1,8 @@
 // All-layer commits, one launch for every layer of a step:
 //   (1c) ReplaySSM commit: replays the first n = accepted tokens of each real row from the payload
 //        commit_replay_kernel  per-tile: grid (layer, row, value head, V tile)
-//        commit_pipe_kernel    persistent ([V,K]): resident CTAs walk the items, state tile prefetched
+//        commit_pipe_kernel    persistent ([V,K]): resident CTAs walk the items, state tile prefetched;
+//                              for 128 x 128 also a dense instance (3 CTAs per SM) when the stage allows
 //   (1a) full-state commit: commit_copy_kernel copies scratch state n-1 into the pool, grid (layer, row,
 //        value head)
 // plus launch_commit_replay and launch_commit_copy.
@@ -127,7 +128,7 @@ template <int LK, bool KDA, bool DENSE>
 struct CommitFamily {
   using type = TileKernels<commit_replay_kernel<LK, KDA>, commit_pipe_kernel<LK, KDA, kPipeCtas>>;
 };
-// The dense commit (REPLAYSSM_DENSE_COMMIT, 128 x 128): an experiment.
+// The dense commit (128 x 128; REPLAYSSM_DENSE_COMMIT=0 turns it off).
 template <bool KDA>
 struct CommitFamily<8, KDA, true> {
   using type = TileKernels<commit_replay_kernel<8, KDA>, commit_pipe_kernel<8, KDA, kPipeCtas>,
