@@ -1,7 +1,8 @@
 // All-layer commits, one launch for every layer of a step:
 //   (1c) ReplaySSM commit: replays the first n = accepted tokens of each real row from the payload
 //        commit_replay_kernel  per-tile: grid (layer, row, value head, V tile)
-//        commit_pipe_kernel    persistent ([V,K]): resident CTAs walk the items, state tile prefetched
+//        commit_pipe_kernel    persistent ([V,K]): resident CTAs walk the items, state tile prefetched;
+//                              for 128 x 128 also a dense instance (3 CTAs per SM) when the stage allows
 //   (1a) full-state commit: commit_copy_kernel copies scratch state n-1 into the pool, grid (layer, row,
 //        value head)
 // plus launch_commit_replay and launch_commit_copy.
@@ -60,8 +61,8 @@ __global__ void __launch_bounds__(128) commit_replay_kernel(const LaunchArgs arg
 
 // Persistent schedule of the replay commit (PipeLoop, schedule.cuh); the per-element arithmetic
 // is the one of commit_replay_kernel.
-template <int LK, bool KDA>
-__global__ void __launch_bounds__(128, 1) commit_pipe_kernel(const LaunchArgs args) {
+template <int LK, bool KDA, int CTAS>
+__global__ void __launch_bounds__(128, CTAS) commit_pipe_kernel(const LaunchArgs args) {
   const PipeLoop<LK, true> p(args);
   p.run(
       args, [](DevRow row) { return row.slot >= 0 && row.write_slot >= 0 && row.accepted > 0; },
@@ -77,7 +78,8 @@ __global__ void __launch_bounds__(128, 1) commit_pipe_kernel(const LaunchArgs ar
         }
         const DevCfg& c = args.c;
         store_tile_vk<LK>(c, state_head(c, it.layer.pool, it.row.write_slot, it.hv), it.r0, p.kl, s);
-      });
+      },
+      [](const Coords&, const DevRow&) {});
 }
 
 // Copies `bytes` from src to dst with the block's threads, U independent loads in flight per thread.
@@ -122,8 +124,18 @@ __global__ void __launch_bounds__(256) commit_copy_kernel(const LaunchArgs args)
     block_copy<uint2>(src, dst, head_bytes);
 }
 
+template <int LK, bool KDA, bool DENSE>
+struct CommitFamily {
+  using type = TileKernels<commit_replay_kernel<LK, KDA>, commit_pipe_kernel<LK, KDA, kPipeCtas>>;
+};
+// The dense commit (128 x 128; REPLAYSSM_DENSE_COMMIT=0 turns it off).
+template <bool KDA>
+struct CommitFamily<8, KDA, true> {
+  using type = TileKernels<commit_replay_kernel<8, KDA>, commit_pipe_kernel<8, KDA, kPipeCtas>,
+                           commit_pipe_kernel<8, KDA, kDenseCtas>>;
+};
 template <int LK, bool KDA>
-using CommitReplayKernels = TileKernels<commit_replay_kernel<LK, KDA>, commit_pipe_kernel<LK, KDA>>;
+using CommitReplayKernels = typename CommitFamily<LK, KDA, kDenseCommit>::type;
 
 }  // namespace
 

@@ -4,7 +4,8 @@
 
 namespace replayssm::cuda::detail {
 
-int persistent_grid(const void* kernel, int threads, std::size_t smem, long long items, unsigned* grid) {
+int persistent_grid(const void* kernel, int threads, std::size_t smem, long long items, int min_per_sm,
+                    unsigned* grid) {
   int dev = 0, sms = 0, optin = 0, per_sm = 0;
   cudaError_t e;
   if ((e = cudaGetDevice(&dev)) != cudaSuccess) return static_cast<int>(e);
@@ -17,7 +18,7 @@ int persistent_grid(const void* kernel, int threads, std::size_t smem, long long
     return static_cast<int>(e);
   if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem)) != cudaSuccess)
     return static_cast<int>(e);
-  if (per_sm < 2) return kNoFit;
+  if (per_sm < min_per_sm) return kNoFit;
   const long long resident = static_cast<long long>(per_sm) * sms;
   *grid = static_cast<unsigned>(items < resident ? items : resident);
   return 0;

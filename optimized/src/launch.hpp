@@ -16,6 +16,23 @@ namespace replayssm::cuda::detail {
 #define REPLAYSSM_NR 8
 #endif
 constexpr int kNR = REPLAYSSM_NR;
+// Resident CTAs per SM of the persistent kernels: the standard ones are compiled for 2 (their register
+// budget), the dense ones (launch bounds for 3 CTAs: at most 168 registers, a few spills) are launched
+// instead when 3 CTAs fit (dispatch.cuh). Which families have a dense kernel (the measured gains,
+// docs/cuda.md): verify for 128 x 128 GDN, commit_replay for 128 x 128 GDN and KDA. The switches are
+// experiments (same arithmetic either way): the dense KDA verify measured slower.
+constexpr int kPipeCtas = 2, kDenseCtas = 3;
+#ifndef REPLAYSSM_DENSE_KDA
+#define REPLAYSSM_DENSE_KDA 0  // 1: dense verify for KDA too
+#endif
+#ifndef REPLAYSSM_DENSE_COMMIT
+#define REPLAYSSM_DENSE_COMMIT 1  // 0: no dense commit_replay
+#endif
+#ifndef REPLAYSSM_VERIFY_HINT
+#define REPLAYSSM_VERIFY_HINT 0  // 1: L2 prefetch of the next item's token inputs (a measured negative result)
+#endif
+constexpr bool kDenseKDA = REPLAYSSM_DENSE_KDA != 0, kDenseCommit = REPLAYSSM_DENSE_COMMIT != 0;
+constexpr bool kVerifyInputHint = REPLAYSSM_VERIFY_HINT != 0;
 // Tokens per stage chunk of the per-tile kernels (the persistent kernels stage max_T tokens at once).
 constexpr int kTC = 8;
 

@@ -112,9 +112,11 @@ struct PipeLoop {
   //   skipped(at, row)   runs for each item that is not (verify: the PAD row's zero outputs)
   //   stage(it)          stages the item's window (every thread; the stage is free)
   //   compute(it, s)     the token loop on the item's state tile s, in registers, and its stores
-  template <class RealF, class SkipF, class StageF, class ComputeF>
+  //   hint(at, row)      runs when the state tile of real item `at` is prefetched, one item ahead (verify:
+  //                      the L2 prefetch of its token inputs; commit: nothing)
+  template <class RealF, class SkipF, class StageF, class ComputeF, class HintF>
   __device__ __forceinline__ void run(const LaunchArgs& args, RealF&& real, SkipF&& skipped, StageF&& stage,
-                                      ComputeF&& compute) const {
+                                      ComputeF&& compute, HintF&& hint) const {
     const DevCfg& c = args.c;
     // Next real item at or after w (stride gridDim.x).
     auto next_real = [&](long long w) {
@@ -130,6 +132,7 @@ struct PipeLoop {
       const Coords at = item_coords(c, args.num_rows, w);
       void* pool = ALL_LAYERS ? args.layers[at.layer].pool : args.pool;
       prefetch_tile<LK>(c, state_head(c, pool, args.rows[at.r].slot, at.hv), at.tile * lg.VT + lg.lrow0, kl, buf);
+      hint(at, args.rows[at.r]);
     };
     long long cur = next_real(blockIdx.x);
     if (cur < total) prefetch(cur);

@@ -388,6 +388,42 @@ __device__ __forceinline__ TokenSrc payload_src(const DevCfg& c, const void* pay
   return src;
 }
 
+// L2 prefetch hint (prefetch.global.L2) of the token inputs one verify item reads when it stages its window:
+// per token of `row`, the k and q rows of key head h, the V tile's values (rows tile_base .. + VT) and a, b
+// of value head hv, as 128-byte lines spread over the block's threads. A hint only: nothing reaches
+// registers or shared memory, so no arithmetic changes; issued one item ahead with the state tile prefetch,
+// it turns the stage's DRAM latency into an L2 hit.
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+__device__ __forceinline__ void prefetch_inputs_l2(const LaunchArgs& args, const DevRow& row, int h, int hv,
+                                                   int tile_base, int VT) {
+  const DevCfg& c = args.c;
+  const long long es = c.act_bf16 ? 2 : 4;
+  const long long nv = min(VT, c.V - tile_base);
+  // 128-byte lines a range of `bytes` touches: at most bytes / 128 + 2 (slots past its last line do nothing).
+  const int lk = static_cast<int>(c.K * es / 128) + 2, lv = static_cast<int>(nv * es / 128) + 2,
+            la = static_cast<int>(c.a_width() * es / 128) + 2;
+  const int per_tok = 2 * lk + lv + la + 1;
+  for (int i = threadIdx.x; i < row.T * per_tok; i += blockDim.x) {
+    const long long tok = row.token_offset + i / per_tok;
+    int j = i % per_tok;
+    const char* base;
+    long long off, bytes;
+    if (j < 2 * lk) {
+      base = static_cast<const char*>(j < lk ? args.k : args.q);
+      off = (tok * c.H + h) * c.K * es, bytes = c.K * es, j %= lk;
+    } else if ((j -= 2 * lk) < lv) {
+      base = static_cast<const char*>(args.v), off = ((tok * c.HV + hv) * c.V + tile_base) * es, bytes = nv * es;
+    } else if ((j -= lv) < la) {
+      base = static_cast<const char*>(args.a), off = (tok * c.HV + hv) * c.a_width() * es, bytes = c.a_width() * es;
+    } else {
+      base = static_cast<const char*>(args.b), off = (tok * c.HV + hv) * es, bytes = es, j = 0;
+    }
+    const unsigned long long a0 = reinterpret_cast<unsigned long long>(base + off);
+    const unsigned long long first = a0 & ~127ULL, last = (a0 + bytes - 1) & ~127ULL;
+    if (first + 128ULL * j <= last) prefetch_l2(reinterpret_cast<const void*>(first + 128ULL * j));
+  }
+}
+
 // Verify staging of tokens [t0, t0 + nt) of batch row r: the stage, plus (ReplaySSM) the raw bits into the
 // payload. The CTA of tile 0 captures a and b, and for the first value head of a key head also the k row.
 template <int LK, bool KDA, bool PAIR>

@@ -3,7 +3,8 @@
 //   verify_kernel       per-tile: grid (row, value head, V tile); block 32 * warps; the window is staged
 //                       in chunks of kTC tokens while the state tile is live in registers
 //   verify_pipe_kernel  persistent ([V,K]): resident CTAs walk the items; a row's whole window is staged,
-//                       then the state tile prefetched by cp.async is taken into registers
+//                       then the state tile prefetched by cp.async is taken into registers; instantiated for
+//                       2 CTAs per SM and (dense, 128 x 128 GDN) for 3 when the shared memory allows
 // Dynamic shared memory = the stage (launch.hpp, stage_floats), plus the prefetch buffer when persistent.
 #include "dispatch.cuh"
 #include "launch.hpp"
@@ -53,8 +54,9 @@ __global__ void __launch_bounds__(128) verify_kernel(const LaunchArgs args) {
 
 // Persistent, prefetching schedule ([V,K] layout; PipeLoop, schedule.cuh). The per-element arithmetic is the
 // one of verify_kernel.
-template <int LK, bool KDA>
-__global__ void __launch_bounds__(128, 1) verify_pipe_kernel(const LaunchArgs args) {
+// CTAS: resident CTAs per SM the registers are budgeted for (kPipeCtas, or kDenseCtas for the dense kernel).
+template <int LK, bool KDA, int CTAS>
+__global__ void __launch_bounds__(128, CTAS) verify_pipe_kernel(const LaunchArgs args) {
   const DevCfg& c = args.c;
   const PipeLoop<LK, false> p(args);
   const bool bf = c.act_bf16;
@@ -83,11 +85,26 @@ __global__ void __launch_bounds__(128, 1) verify_pipe_kernel(const LaunchArgs ar
             store_tile_vk<LK>(c, dst, it.r0, p.kl, s);
           }
         }
+      },
+      [&](const Coords& at, const DevRow& row) {
+        if (kVerifyInputHint) prefetch_inputs_l2(args, row, at.hv / c.G, at.hv, at.tile * p.lg.VT, p.lg.VT);
       });
 }
 
+// The dense kernel: 128 x 128 GDN (measured), and KDA with REPLAYSSM_DENSE_KDA.
 template <int LK, bool KDA>
-using VerifyKernels = TileKernels<verify_kernel<LK, KDA>, verify_pipe_kernel<LK, KDA>>;
+constexpr bool kVerifyDense = LK == 8 && (!KDA || kDenseKDA);
+template <int LK, bool KDA, bool DENSE>
+struct VerifyFamily {
+  using type = TileKernels<verify_kernel<LK, KDA>, verify_pipe_kernel<LK, KDA, kPipeCtas>>;
+};
+template <int LK, bool KDA>
+struct VerifyFamily<LK, KDA, true> {
+  using type = TileKernels<verify_kernel<LK, KDA>, verify_pipe_kernel<LK, KDA, kPipeCtas>,
+                           verify_pipe_kernel<LK, KDA, kDenseCtas>>;
+};
+template <int LK, bool KDA>
+using VerifyKernels = typename VerifyFamily<LK, KDA, kVerifyDense<LK, KDA>>::type;
 
 }  // namespace
 
