@@ -74,6 +74,22 @@ def load_peer_file(src: str, rel: str, module_name: str, who: str):
     return mod
 
 
+class LoopIndex(int):
+    """A loop counter that also answers `.to(dtype)` (with its own value) as a compiled Triton loop variable does."""
+
+    def to(self, dtype):
+        return self
+
+
+def interpreter_range(*bounds):
+    """`range` for a peer module under Triton's CPU interpreter, which runs a kernel's `for i in range(...)` with
+    Python ints that lack the `.to` a kernel may call on its counter (`i.to(tl.int64)`, an index widening). It
+    changes the type of an index, never a value; on a GPU the module's own `range` is used."""
+    import operator
+
+    return (LoopIndex(i) for i in range(*(operator.index(b) for b in bounds)))
+
+
 def check_in_place(rows: list, what: str) -> None:
     """Peers that commit in place only: a live row with write_slot != slot is refused, naming the row."""
     for i, r in enumerate(rows):

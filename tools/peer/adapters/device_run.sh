@@ -16,25 +16,38 @@ FLA="$PY tools/peer/adapters/fla_spec.py --peer-src .peers/fla"
 VLLM="$PY tools/peer/adapters/vllm_spec_ring.py --peer-src .peers/vllm"
 TS="$PY tools/peer/adapters/tokenspeed_replay.py --peer-src .peers/tokenspeed"
 SGL="$PY tools/peer/adapters/sglang_fold.py --peer-src .peers/sglang"
+VDR="$PY tools/peer/adapters/vllm_decode_ring.py --peer-src .peers/vllm"
+FLAC="$PY tools/peer/adapters/fla_chunk.py --peer-src .peers/fla"
 SAN=""
 mkdir -p $OUT/mc
 command -v compute-sanitizer >/dev/null &&
   SAN="env PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck --error-exitcode 0 --log-file $OUT/mc/memcheck.%p.log"
 
 # Campaign list: $2 (default tools/peer/adapters/campaigns/main.txt), one "name|environment|campaign flags|target
-# command" per line; $FLA, $VLLM, $TS, $SGL, $SAN and $OUT in it are expanded here.
+# command" per line; $FLA, $VLLM, $TS, $SGL, $VDR, $FLAC, $SAN and $OUT in it are expanded here. Flags that
+# start with "check" run `replayssm check` (static fixtures through the `fixture` command) on the directories
+# they name instead of a campaign.
 LIST=${2:-tools/peer/adapters/campaigns/main.txt}
 CAMPAIGNS=$(grep -v '^#' "$LIST")
 
 run_one() {
   local name=$1 envs=$2 flags=$3 target=$4
-  target=${target//'$FLA'/$FLA}; target=${target//'$VLLM'/$VLLM}; target=${target//'$TS'/$TS}; target=${target//'$SGL'/$SGL}; target=${target//'$SAN'/$SAN}; target=${target//'$OUT'/$OUT}
+  target=${target//'$FLAC'/$FLAC}; target=${target//'$FLA'/$FLA}; target=${target//'$VLLM'/$VLLM}; target=${target//'$VDR'/$VDR}
+  target=${target//'$TS'/$TS}; target=${target//'$SGL'/$SGL}; target=${target//'$SAN'/$SAN}; target=${target//'$OUT'/$OUT}
+  local t0=$SECONDS rc
+  if [[ $flags == check\ * ]]; then
+    # shellcheck disable=SC2086
+    env $envs timeout $LIMIT $CLI check ${flags#check } --json $OUT/$name.json --target "exec:$target" >$OUT/$name.log 2>&1
+    rc=$?
+    printf '%-36s rc=%-3s %5d s  %s\n' "$name" "$rc" "$((SECONDS - t0))" "$(tail -1 $OUT/$name.log | cut -c1-160)" \
+      >>$OUT/SUMMARY.txt
+    return
+  fi
   [[ $flags == *--seed* ]] || flags="$flags --seed 7"
-  local t0=$SECONDS
   # shellcheck disable=SC2086
   env $envs timeout $LIMIT $CLI fuzz $flags --dump-dir $OUT --json $OUT/$name.json --target "exec:$target" \
     >$OUT/$name.log 2>&1
-  local rc=$?
+  rc=$?
   printf '%-36s rc=%-3s %5d s  %s\n' "$name" "$rc" "$((SECONDS - t0))" \
     "$(grep -oE '(ok    .*|FAIL .*|NOT COVERED .*)' $OUT/$name.log | head -1 | cut -c1-160)" >>$OUT/SUMMARY.txt
 }

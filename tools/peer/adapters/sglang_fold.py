@@ -46,19 +46,6 @@ FLA_DIR = "python/sglang/kernels/ops/attention/fla"
 PEER_FILES = {"fold": f"{FLA_DIR}/gdn_replayssm_spec_fold.py", "verify": f"{FLA_DIR}/fused_sigmoid_gating_recurrent.py"}
 
 
-class _LoopIndex(int):
-    """A loop counter that also answers `.to(dtype)` (with its own value) as a compiled Triton loop variable does."""
-
-    def to(self, dtype):
-        return self
-
-
-def _interpreter_range(*bounds):
-    import operator
-
-    return (_LoopIndex(i) for i in range(*(operator.index(b) for b in bounds)))
-
-
 def load_peer(src: str) -> dict:
     mods = {}
     for key, rel in PEER_FILES.items():
@@ -67,7 +54,7 @@ def load_peer(src: str) -> dict:
         # Triton's CPU interpreter runs a `for t in range(...)` loop with Python ints, which lack the `.to`
         # that the fold calls on its loop counter (`t.to(tl.int64)`, an index widening). Only under the
         # interpreter, the fold module's `range` yields ints that answer `.to` with themselves.
-        mods["fold"].range = _interpreter_range
+        mods["fold"].range = common.interpreter_range
     return mods
 
 
