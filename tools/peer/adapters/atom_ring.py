@@ -124,11 +124,9 @@ class AtomRing(Target):
 
     def capabilities(self) -> dict:
         tier = self.tier or ("tf32" if self.rec_name == "F32" else "bf16")
-        # tl.dot needs every dimension >= 16 when compiled: BK = next_pow2(K) and BV = min(next_pow2(V), 64 GDN /
-        # 32 KDA) must reach 16, so K and V >= 9 on a GPU; the interpreter has no such limit. K must be one tile
-        # (`triton.cdiv(K, BK) == 1`, K <= 256 here).
-        lo = 1 if os.environ.get("TRITON_INTERPRET") == "1" else 9
-        sizes = list(range(lo, 257))
+        # K must be one tile (`triton.cdiv(K, BK) == 1`); every replay dot contracts over BH >= 16 records, so any
+        # head size compiles (the UT route's K contraction is checked in setup)
+        sizes = list(range(1, 257))
         caps = {"name": f"atom-replayssm-{self.op}(records {self.rec_name}, cache_len {self.cache_len})"
                         + (f"+{self.fault}" if self.fault else ""),
                 "design": "spec_ring", "tier": tier, "bit_exact": False, "pad_outputs_zero": False,
@@ -158,6 +156,9 @@ class AtomRing(Target):
         self.state = common.torch_dtype(cfg["state_dtype"])
         self.scale = cfg.get("q_scale") or self.K ** -0.5
         self.lower_bound = cfg["lower_bound"] if cfg.get("kda_gate") == "lower_bound_sigmoid" else None
+        if self.op == "gdn" and self.T >= self.rs.UT_MIN_QUERY_LEN and self.K < 16 and self.dev.type == "cuda":
+            raise TargetError("setup.config.K", f"is {self.K}: at max_T >= {self.rs.UT_MIN_QUERY_LEN} ATOM takes its UT "
+                                                "route, whose tl.dot contracts over K and needs K >= 16 on a GPU")
         self.cap = max(self.cache_len, 2 * self.T)
         self.rec = common.torch_dtype(self.rec_name)
         self.flat = [torch.full((self.S * self.stride,), float(setup["poison"]), dtype=self.state, device=self.dev)
