@@ -300,6 +300,10 @@ def build(argv=None) -> AtomRing:
     args = ap.parse_args(argv)
     if args.cache_len < 2:
         ap.error("--cache-len must be at least 2")
+    if args.records == "BF16" and os.environ.get("TRITON_INTERPRET") == "1":
+        # Triton 3.6's interpreter multiplies the raw 16-bit patterns of bf16 dot operands (a 16x16 tl.dot of
+        # N(0, 1) values answers 2.5e10), so bf16 records (ATOM's bf16 dots) can only be judged compiled
+        ap.error("--records BF16 needs a GPU: the CPU interpreter's tl.dot is wrong for bf16 operands")
     src = common.peer_path(args.peer_src, ENV, "atom_ring")
     rs, gating = load_peer(src)
     return common.wrap(AtomRing(rs, gating, common.device(args.device), args.op, args.records, args.cache_len,
