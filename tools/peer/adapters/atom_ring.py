@@ -38,7 +38,7 @@ Precision (the replay contraction `_replay_dot`, reached on every multi-token st
 records -> one fp32 `tl.dot` (DOT_MODE 0), TF32 operands on NVIDIA GPUs: tier tf32; bf16 records ("replay on
 the bf16 matrix cores", commit 2748d9e9) -> b_kw split into a bf16 hi/lo pair and two bf16 dots against the bf16
 records (DOT_MODE 2), records k and u stored in bf16: tier bf16. Under Triton's CPU interpreter every dot is
-IEEE fp32 (`--tier fp32` is then the experiment).
+IEEE fp32 for fp32 operands (`--tier fp32` is then the experiment; bf16 records are refused there).
 """
 
 from __future__ import annotations
