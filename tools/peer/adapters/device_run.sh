@@ -5,7 +5,8 @@
 # temporary one); $OUT receives SUMMARY.txt, device.txt and results.tgz (everything else, dumps excluded),
 # since a GPU machine brings back only a few files. Needs: the CLI at $CLI (default .stage-peer/bin/replayssm),
 # FLA sources in .peers/fla (with einops beside fla/), vLLM's file in .peers/vllm, TokenSpeed's in
-# .peers/tokenspeed, SGLang's two files in .peers/sglang (README.md here); a list names only the peers it uses.
+# .peers/tokenspeed, SGLang's two files in .peers/sglang, ATOM's four in .peers/atom (README.md here); a list names
+# only the peers it uses.
 #   OUT=/tmp/out bash tools/peer/adapters/device_run.sh [campaign-name-regex (traces: also the trace replays)] [list]
 set -u
 cd "$(dirname "$0")/../../.."
@@ -18,13 +19,14 @@ TS="$PY tools/peer/adapters/tokenspeed_replay.py --peer-src .peers/tokenspeed"
 SGL="$PY tools/peer/adapters/sglang_fold.py --peer-src .peers/sglang"
 VDR="$PY tools/peer/adapters/vllm_decode_ring.py --peer-src .peers/vllm"
 FLAC="$PY tools/peer/adapters/fla_chunk.py --peer-src .peers/fla"
+ATOM="$PY tools/peer/adapters/atom_ring.py --peer-src .peers/atom"
 SAN=""
 mkdir -p $OUT/mc
 command -v compute-sanitizer >/dev/null &&
   SAN="env PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck --error-exitcode 0 --log-file $OUT/mc/memcheck.%p.log"
 
 # Campaign list: $2 (default tools/peer/adapters/campaigns/main.txt), one "name|environment|campaign flags|target
-# command" per line; $FLA, $VLLM, $TS, $SGL, $VDR, $FLAC, $SAN and $OUT in it are expanded here. Flags that
+# command" per line; $FLA, $VLLM, $TS, $SGL, $VDR, $FLAC, $ATOM, $SAN and $OUT in it are expanded here. Flags that
 # start with "check" run `replayssm check` (static fixtures through the `fixture` command) on the directories
 # they name instead of a campaign.
 LIST=${2:-tools/peer/adapters/campaigns/main.txt}
@@ -32,7 +34,7 @@ CAMPAIGNS=$(grep -v '^#' "$LIST")
 
 run_one() {
   local name=$1 envs=$2 flags=$3 target=$4
-  target=${target//'$FLAC'/$FLAC}; target=${target//'$FLA'/$FLA}; target=${target//'$VLLM'/$VLLM}; target=${target//'$VDR'/$VDR}
+  target=${target//'$FLAC'/$FLAC}; target=${target//'$FLA'/$FLA}; target=${target//'$VLLM'/$VLLM}; target=${target//'$VDR'/$VDR}; target=${target//'$ATOM'/$ATOM}
   target=${target//'$TS'/$TS}; target=${target//'$SGL'/$SGL}; target=${target//'$SAN'/$SAN}; target=${target//'$OUT'/$OUT}
   local t0=$SECONDS rc
   if [[ $flags == check\ * ]]; then
@@ -69,6 +71,7 @@ if [[ "traces" =~ $ONLY ]]; then
   run_traces vllm_spec_ring vllm -- --peer-src .peers/vllm --act BF16 &
   run_traces tokenspeed_replay tokenspeed --accept-l2norm rsqrt_mul -- --peer-src .peers/tokenspeed &
   run_traces sglang_fold sglang --accept-l2norm rsqrt_mul -- --peer-src .peers/sglang &
+  run_traces atom_ring atom -- --peer-src .peers/atom --op kda &  # GDN traces: layout vk, not covered
 fi
 wait
 sort $OUT/SUMMARY.txt -o $OUT/SUMMARY.txt

@@ -27,7 +27,8 @@ REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 
 
 class Recorder(Target):
-    """Passes every call to `inner` and keeps the bits of every answer (outputs, committed states, pools)."""
+    """Passes every call to `inner` and keeps the bits of every answer (outputs, committed states, pools); the
+    outputs of PAD rows are kept as zeros unless the target claims them (common.live_outputs: don't-care)."""
 
     def __init__(self, inner: Target, l2norms: list):
         self.inner, self.log, self.l2norms = inner, [], l2norms
@@ -50,7 +51,15 @@ class Recorder(Target):
         return self.inner.allocate(slot)
 
     def step(self, rows, inputs):
-        return [self._keep("o", o) for o in self.inner.step(rows, inputs)]
+        outs = self.inner.step(rows, inputs)
+        for o in outs:
+            self._keep("o", common.live_outputs(o, rows, self.caps()))
+        return outs
+
+    def caps(self):
+        if not hasattr(self, "_caps"):
+            self._caps = self.inner.capabilities()
+        return self._caps
 
     def commit(self, rows):
         return self.inner.commit(rows)
@@ -86,7 +95,9 @@ class Permuted(Recorder):
         res = []
         for o in outs:
             o = o.detach().float().cpu().numpy() if hasattr(o, "detach") else np.asarray(o, dtype=np.float32)
-            res.append(self._keep("o", o.reshape(len(take), -1)[back].reshape(o.shape)))
+            o = o.reshape(len(take), -1)[back].reshape(o.shape)
+            self._keep("o", common.live_outputs(o, rows, self.caps()))
+            res.append(o)
         return res
 
     def commit(self, rows):
