@@ -213,22 +213,9 @@ void judge_conv(const std::string& command, const Fixture& f, const Capabilities
 void judge_trace(const std::string& command, const Fixture& f, ExecFixtureResult& r) {
   const ref::Trace t = ref::trace_from_fixture(f);
   const auto target = ref::make_target("exec:" + command);
-  if (const std::string why = target->unsupported(t.setup.cfg, t.setup.max_T); !why.empty()) {
+  if (std::string why = ref::trace_not_covered(t, *target); !why.empty()) {
     r.covered = false;
-    r.why = why;
-    return;
-  }
-  const bool copies = std::any_of(t.commands.begin(), t.commands.end(), [](const ref::TraceCommand& c) {
-    return c.op == ref::TraceCommand::Op::CopySlot;
-  });
-  if (copies && !target->implements_copy()) {
-    r.covered = false;
-    r.why = "the trace copies a slot and the target does not implement copy_slot";
-    return;
-  }
-  if (ref::trace_commits_out_of_place(t) && !target->out_of_place_commit()) {
-    r.covered = false;
-    r.why = "the trace commits out of place and the target does not claim out_of_place_commit";
+    r.why = std::move(why);
     return;
   }
   const ref::TraceReport rep = ref::replay_trace(t, *target, ref::TraceJudging{});

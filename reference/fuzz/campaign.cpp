@@ -96,7 +96,6 @@ FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress) {
     ++case_no;
     LifecycleJudging judging;
     judging.failed_setup = &last_setup;  // the setup the case ran with (its PAD convention drawn per case)
-    judging.trace_expressible = opt.trace_expressible;
     check_lifecycle(setup, opt.target, opt.fault, &last_seq, &last_reason, judging);
     if (progress) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

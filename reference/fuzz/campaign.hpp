@@ -36,9 +36,6 @@ struct FuzzOptions {
   ref::Fault fault = ref::Fault::None;
   GateMix gates = GateMix::Mix;
   std::string dump_dir;            // where a failing case is written ("" = current directory)
-  // Generate only what a trace fixture records (the minus_one PAD convention, no captured steps), so that a
-  // failing case can be exported as a trace (fuzz --export-trace).
-  bool trace_expressible = false;
 };
 
 struct FuzzReport {

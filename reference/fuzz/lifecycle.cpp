@@ -290,9 +290,13 @@ rc::Gen<rc::state::Commands<Base>> command_gen(const LifecycleModel& m0) {
 }  // namespace
 
 std::vector<ref::Cmd> generate_commands(std::int32_t num_slots, std::int32_t max_T, bool allow_copy,
-                                        std::uint64_t seed, int size, bool out_of_place) {
+                                        std::uint64_t seed, int size, bool out_of_place, std::int32_t reserved_slot,
+                                        std::int32_t graph_rows) {
   LifecycleModel m0;
   m0.out_of_place = out_of_place;
+  m0.reserved_slot = reserved_slot;
+  m0.graph = graph_rows > 0;
+  m0.max_rows = graph_rows;
   m0.num_slots = num_slots;
   m0.max_T = max_T;
   m0.allow_copy = allow_copy;
@@ -309,11 +313,11 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
   {
     const auto probe = ref::make_target(target, fault);
     std::vector<ref::PadConvention> conv = probe->pad_conventions();
-    // The others reserve a slot; trace fixtures record only minus_one.
-    if (s.num_slots < 2 || judging.trace_expressible) conv = {ref::PadConvention::MinusOne};
+    // The others reserve a slot. Trace fixtures (1.1) record every convention and captured steps.
+    if (s.num_slots < 2) conv = {ref::PadConvention::MinusOne};
     RC_ASSERT(!conv.empty());
     s.pad_convention = conv[*uniform<std::size_t>(0, conv.size())];
-    graph = probe->graph_padding() && !judging.trace_expressible;
+    graph = probe->graph_padding();
     out_of_place = probe->out_of_place_commit();  // traces record out-of-place commits too
   }
   LifecycleModel m0;

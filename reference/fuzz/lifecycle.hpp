@@ -60,8 +60,6 @@ struct LifecycleJudging {
   std::optional<Tier> tier;
   // The setup a failing case ran with (its PAD convention is drawn per case among the target's).
   ref::EngineSetup* failed_setup = nullptr;
-  // Only what trace fixtures record: the minus_one PAD convention, eager steps (export_trace).
-  bool trace_expressible = false;
   std::optional<CompareReport>* failed_comparison = nullptr;
   Tolerance* failed_tolerance = nullptr;
 };
@@ -78,9 +76,12 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
 // deterministic in (seed, size): size bounds the sequence length as a campaign's --max-commands does. Trace
 // fixtures are made from it (trace_gen.hpp).
 // out_of_place: a quarter of the verify rows commit into a free slot (as for a target claiming
-// out_of_place_commit).
+// out_of_place_commit). reserved_slot: a slot never allocated (the null_block or pad_slot convention's
+// EngineSetup::reserved_slot(), -1 for none). graph_rows > 0: steps may run as captured batches of up to that many
+// rows with a stale or PAD tail (as for a target claiming graph_padding; EngineSetup::max_rows()).
 std::vector<ref::Cmd> generate_commands(std::int32_t num_slots, std::int32_t max_T, bool allow_copy,
-                                        std::uint64_t seed, int size, bool out_of_place = false);
+                                        std::uint64_t seed, int size, bool out_of_place = false,
+                                        std::int32_t reserved_slot = -1, std::int32_t graph_rows = 0);
 
 // Replays a recorded command sequence on a fresh judge, with the bookkeeping model checked after every
 // command as in check_lifecycle; returns the first disagreement or "".

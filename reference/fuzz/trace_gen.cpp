@@ -20,13 +20,20 @@ ref::Trace make_set_trace(const TraceSetOptions& o, int j) {
               o.name.find("__") == std::string::npos,
           "name", "must be lower-case letters, digits and single underscores, got '", o.name, "'");
   const std::uint64_t case_seed = derive_seed(o.seed, static_cast<std::uint64_t>(j) + 1);
-  const auto setup = ref::make_setup(o.cfg, case_seed, o.num_slots, o.max_T, o.gates);
-  const auto cmds = generate_commands(o.num_slots, o.max_T, true, case_seed, o.max_commands, o.out_of_place);
+  auto setup = ref::make_setup(o.cfg, case_seed, o.num_slots, o.max_T, o.gates);
+  setup.pad_convention = o.pad_convention;
+  setup.validate();
+  const auto cmds = generate_commands(o.num_slots, o.max_T, true, case_seed, o.max_commands, o.out_of_place,
+                                      setup.reserved_slot(), o.graph_padding ? setup.max_rows() : 0);
   const std::string source = "replayssm fixtures generate --traces --preset " + o.cfg.name + " --seed " +
                              std::to_string(o.seed) + " --max-commands " + std::to_string(o.max_commands) +
                              " --slots " + std::to_string(o.num_slots) + " --max-T " + std::to_string(o.max_T) +
                              (o.gates == ref::GateRange::Benign ? "" : " --gates " + ref::to_string(o.gates)) +
-                             (o.out_of_place ? " --out-of-place" : "") + (o.name == "trace" ? "" : " --name " + o.name) +
+                             (o.out_of_place ? " --out-of-place" : "") +
+                             (o.pad_convention == ref::PadConvention::MinusOne
+                                  ? ""
+                                  : " --pad-convention " + ref::to_string(o.pad_convention)) +
+                             (o.graph_padding ? " --graph-padding" : "") + (o.name == "trace" ? "" : " --name " + o.name) +
                              " (candidate " + std::to_string(j) + ")";
   return ref::record_trace(setup, cmds, case_seed, source);
 }
@@ -38,7 +45,8 @@ std::vector<std::string> write_trace_set(const TraceSetOptions& o, const std::st
   // taken only if it adds to what the set covers (at most kCandidates are looked at); once it does, or
   // when no candidate is left to look at, candidates are taken as they come.
   constexpr int kCandidates = 256;
-  const auto goal = trace_coverage_goal();
+  auto goal = trace_coverage_goal();
+  if (o.graph_padding) goal.insert({"graph.stale_tail", "graph.pad_tail"});  // a captured-step set has both tails
   std::set<std::string> covered;
   std::vector<std::string> paths;
   for (int j = 0; static_cast<int>(paths.size()) < o.cases; ++j) {
@@ -59,15 +67,8 @@ std::vector<std::string> write_trace_set(const TraceSetOptions& o, const std::st
 }
 
 void export_trace(const DumpedCase& c, const std::string& path, const std::string& source) {
-  // Trace fixtures (format and kit replay) record eager steps under the -1 PAD convention only (out-of-place
-  // commits included: the read slot is a `kept` slot of the commit, the written one a live slot): a captured
-  // step's graph tail or another convention would replay as live rows in a consumer that predates them.
-  require(c.setup.pad_convention == ref::PadConvention::MinusOne, "export-trace",
-          "trace fixtures record only the minus_one PAD convention; this case runs under ",
-          ref::to_string(c.setup.pad_convention));
-  for (std::size_t i = 0; i < c.commands.size(); ++i)
-    require(c.commands[i].graph == 0, "export-trace", "command ", i,
-            " is a captured step (graph tail), which trace fixtures do not record");
+  // Every case is expressible: captured steps and the null_block / pad_slot conventions make a 1.1 trace
+  // (trace_version_of), which a reader that predates them refuses instead of taking tail rows as live.
   const auto dir = std::filesystem::path(path).parent_path();
   if (!dir.empty()) std::filesystem::create_directories(dir);
   save_fixture(path, ref::trace_to_fixture(ref::record_trace(c.setup, c.commands, 0, source)));
@@ -88,7 +89,11 @@ std::set<std::string> trace_coverage(const ref::Trace& t) {
     if (!c.kept.empty()) s.insert("commit.kept");
     for (std::size_t i = 0; i < c.rows.size(); ++i) {
       const auto& r = c.rows[i];
-      if (r.row.slot == kPadSlot) {
+      if (r.graph_tail) {
+        s.insert(r.row.slot == t.setup.pad_sentinel() ? "graph.pad_tail" : "graph.stale_tail");
+        continue;
+      }
+      if (r.row.slot == t.setup.pad_sentinel()) {
         s.insert("pad");
         continue;
       }

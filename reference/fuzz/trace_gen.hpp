@@ -23,6 +23,8 @@ struct TraceSetOptions {
   int max_T = 4;
   ref::GateRange gates = ref::GateRange::Benign;  // the ranges of the gate inputs and parameters (inputs.hpp)
   bool out_of_place = false;  // a quarter of the verify rows commit into a free slot (a double buffer)
+  ref::PadConvention pad_convention = ref::PadConvention::MinusOne;  // the slot PAD rows carry (trace 1.1 if not -1)
+  bool graph_padding = false;  // half the steps run as captured batches with a stale or PAD tail (trace 1.1)
   std::string name = "trace";  // file names <cfg.name>__<name>__<i>: a hazard's set is named for its hazard
 };
 
@@ -30,7 +32,7 @@ struct TraceSetOptions {
 ref::Trace make_set_trace(const TraceSetOptions& o, int j);
 // Writes `cases` traces into dir (created if needed) as <cfg.name>__<name>__<i>.safetensors, each atomically and
 // the same bytes for the same options. Candidates are looked at in order; until the set covers
-// trace_coverage_goal(), only one that adds to its coverage is taken (up to 256 candidates), then any. Returns
+// trace_coverage_goal() (with graph_padding, also both kinds of graph tail), only one that adds to its coverage is taken (up to 256 candidates), then any. Returns
 // the paths.
 std::vector<std::string> write_trace_set(const TraceSetOptions& o, const std::string& dir);
 
@@ -43,7 +45,8 @@ std::string trace_source_of_dump(const std::string& dump_path);
 
 // What a trace exercises: its target commands ("allocate", "step", "commit", "copy_slot"), its lifecycle
 // commands ("lifecycle.admit", ...) and the row cases ("prefill.fresh", "prefill.chunk", "verify.n=0",
-// "verify.0<n<T", "verify.n=T", "verify.early_stop", "pad", "commit.kept").
+// "verify.0<n<T", "verify.n=T", "verify.early_stop", "pad", "commit.kept", and on captured steps
+// "graph.stale_tail" / "graph.pad_tail", which trace_coverage_goal does not ask for).
 std::set<std::string> trace_coverage(const ref::Trace& t);
 // Everything trace_coverage can report: the set a committed collection of traces must cover.
 std::set<std::string> trace_coverage_goal();

@@ -65,7 +65,11 @@ std::vector<std::vector<float>> RecordingTarget::step(const std::vector<TargetRo
   c.inputs = inputs;
   c.outputs = out;
   step_written_.clear();
-  for (const auto& r : rows) {
+  // PAD rows (the convention's sentinel) and graph tail rows are PAD whatever their slot says: they write
+  // nothing, so a tail row's stale slot stays in the unchanged set. A dedicated pad slot may be written by
+  // PAD rows run as ordinary rows: it is in every step's write set (it never holds a request).
+  if (setup_.pad_convention == PadConvention::PadSlot) step_written_.push_back(setup_.pad_sentinel());
+  for (const auto& r : canonical_rows(rows, setup_)) {
     if (r.row.slot == kPadSlot) continue;
     step_written_.push_back(r.row.slot);
     if (r.row.write_slot != kPadSlot) step_written_.push_back(r.row.write_slot);
@@ -86,7 +90,7 @@ void RecordingTarget::commit(const std::vector<TargetRow>& rows) {
   c.op = TraceCommand::Op::Commit;
   c.rows = rows;
   c.notes.assign(rows.size(), TraceRowNote{});
-  for (const auto& r : rows) {
+  for (const auto& r : canonical_rows(rows, setup_)) {
     if (r.row.slot == kPadSlot || r.kind != RowKind::Verify) continue;
     const bool moved = r.row.write_slot != kPadSlot && r.row.write_slot != r.row.slot;
     // n = 0 keeps the slot's bytes; an out-of-place commit never writes its read slot.

@@ -1,5 +1,6 @@
 // Trace fixtures <-> files (docs/fixture-format.md section 9): the tensor names and metadata keys of a
 // "lifecycle.trace" fixture, and the checks that name the field a reader trips over.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -70,6 +71,40 @@ bool trace_commits_out_of_place(const Trace& t) {
   return false;
 }
 
+bool trace_has_graph_tail(const Trace& t) {
+  for (const auto& c : t.commands)
+    for (const auto& r : c.rows)
+      if (r.graph_tail) return true;
+  return false;
+}
+
+std::string trace_not_covered(const Trace& t, const Target& target) {
+  if (std::string why = target.unsupported(t.setup.cfg, t.setup.max_T); !why.empty()) return why;
+  for (const auto& c : t.commands)
+    if (c.op == TraceCommand::Op::CopySlot && !target.implements_copy())
+      return "the trace copies a slot and the target does not implement copy_slot";
+  if (trace_commits_out_of_place(t) && !target.out_of_place_commit())
+    return "the trace commits out of place and the target does not claim out_of_place_commit";
+  if (trace_has_graph_tail(t) && !target.graph_padding())
+    return "the trace has captured steps (graph tail rows) and the target does not claim graph_padding";
+  const auto conv = target.pad_conventions();
+  if (std::find(conv.begin(), conv.end(), t.setup.pad_convention) == conv.end())
+    return "the trace runs under the " + to_string(t.setup.pad_convention) +
+           " PAD convention, which the target does not claim (pad_conventions)";
+  return {};
+}
+
+std::string trace_version_of(const Trace& t) {
+  const bool v11 = trace_has_graph_tail(t) || t.setup.pad_convention != PadConvention::MinusOne;
+  return std::to_string(kTraceMajor) + "." + (v11 ? "1" : "0");
+}
+
+std::int32_t TraceCommand::live_rows() const {
+  std::int32_t n = 0;
+  for (const auto& r : rows) n += r.graph_tail ? 0 : 1;
+  return n;
+}
+
 std::string TraceCommand::op_name() const { return op_names[static_cast<int>(op)]; }
 
 std::string TraceCommand::str() const {
@@ -82,6 +117,10 @@ std::string TraceCommand::str() const {
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const auto& r = rows[i];
       os << (i ? ", " : "");
+      if (r.graph_tail) {
+        os << "TAIL slot " << r.row.slot << " T=" << r.row.T;
+        continue;
+      }
       if (r.row.slot == kPadSlot) {
         os << "PAD T=" << r.row.T;
         continue;
@@ -132,11 +171,13 @@ Fixture trace_to_fixture(const Trace& t) {
     if (k.op == TraceCommand::Op::Step || k.op == TraceCommand::Op::Commit) {
       require(k.notes.size() == k.rows.size(), cmd_field(c) + ".rows", "needs one note per row");
       json rows = rows_to_json(k.rows, false);  // recorded as the protocol sent them
+      const auto canon = canonical_rows(k.rows, s);
       for (std::size_t i = 0; i < k.rows.size(); ++i) {
         rows[i]["request"] = k.notes[i].request;
-        if (k.rows[i].kind == RowKind::Verify && k.rows[i].row.slot != kPadSlot) rows[i]["stop_at"] = k.notes[i].stop_at;
+        if (k.rows[i].kind == RowKind::Verify && canon[i].row.slot != kPadSlot) rows[i]["stop_at"] = k.notes[i].stop_at;
       }
       j["rows"] = rows;
+      if (k.live_rows() != static_cast<std::int32_t>(k.rows.size())) j["live_rows"] = k.live_rows();  // 1.1
     }
     if (k.op == TraceCommand::Op::Step) {
       const std::int64_t N = k.inputs.empty() ? 0 : k.inputs[0].T;
@@ -182,7 +223,8 @@ Fixture trace_to_fixture(const Trace& t) {
   }
   json life = json::array();
   for (const auto& c : t.lifecycle) life.push_back(c.to_json());
-  f.extra_metadata["trace_version"] = std::to_string(kTraceMajor) + "." + std::to_string(kTraceMinor);
+  f.extra_metadata["trace_version"] = trace_version_of(t);
+  if (trace_version_of(t) != "1.0") f.extra_metadata["pad_convention"] = to_string(s.pad_convention);
   f.extra_metadata["tier_vocabulary"] = kTierVocabularyVersion;
   f.extra_metadata["pad_rule"] = kPadRuleZerosIfClaimed;
   f.extra_metadata["commands"] = cmds.dump();
@@ -209,15 +251,20 @@ json parse(const std::string& text, const std::string& field) {
   }
 }
 
-// "MAJOR.MINOR" with a known major.
-void check_version(const std::string& v) {
+// "MAJOR.MINOR" with a known major and minor; returns the minor.
+int check_version(const std::string& v) {
   const auto dot = v.find('.');
   require(dot != std::string::npos && dot > 0 && dot + 1 < v.size() &&
               v.find_first_not_of("0123456789.") == std::string::npos && v.find('.', dot + 1) == std::string::npos,
           meta("trace_version"), "'", v, "' is not MAJOR.MINOR");
   const std::string major = v.substr(0, dot);
   require(major == std::to_string(kTraceMajor), meta("trace_version"), "major version ", major,
-          " is not supported (this reader knows ", kTraceMajor, ".x)");
+          " is not supported (this reader knows ", kTraceMajor, ".0 to ", kTraceMajor, ".", kTraceMinor, ")");
+  const std::string minor = v.substr(dot + 1);
+  // A minor changes what rows mean (1.1: graph tail rows are PAD rows), so an unknown one is refused too.
+  require(minor.size() <= 3 && std::stoi(minor) <= kTraceMinor, meta("trace_version"), "minor version ", minor,
+          " is not supported (this reader knows ", kTraceMajor, ".0 to ", kTraceMajor, ".", kTraceMinor, ")");
+  return std::stoi(minor);
 }
 
 std::int32_t int_of(const json& j, const char* k, const std::string& field) {
@@ -254,7 +301,7 @@ void require_finite(const std::vector<float>& x, const std::string& field) {
 
 Trace trace_from_fixture(const Fixture& f) {
   require(f.op == kTraceOp, meta("op"), "is '", f.op, "', expected ", kTraceOp);
-  check_version(extra(f, "trace_version"));
+  const int minor = check_version(extra(f, "trace_version"));
   require(extra(f, "tier_vocabulary") == kTierVocabularyVersion, meta("tier_vocabulary"), "version '",
           extra(f, "tier_vocabulary"), "' is not supported (this reader knows ", kTierVocabularyVersion, ")");
   require(extra(f, "pad_rule") == kPadRuleZerosIfClaimed, meta("pad_rule"), "'", extra(f, "pad_rule"),
@@ -286,6 +333,15 @@ Trace trace_from_fixture(const Fixture& f) {
   t.setup = EngineSetup::from_json(f.config.at("setup"), std::move(params), poison, meta("config.setup"));
   const ModelConfig& cfg = t.setup.cfg;
   const std::int32_t S = t.setup.num_slots;
+  // 1.1 names its PAD convention (the setup's); a 1.0 reader would take another convention's PAD rows as live.
+  if (minor >= 1) {
+    require(extra(f, "pad_convention") == to_string(t.setup.pad_convention), meta("pad_convention"), "'",
+            extra(f, "pad_convention"), "' differs from ", meta("config.setup.pad_convention"), " '",
+            to_string(t.setup.pad_convention), "'");
+  } else {
+    require(t.setup.pad_convention == PadConvention::MinusOne, meta("config.setup.pad_convention"), "is '",
+            to_string(t.setup.pad_convention), "', which needs ", meta("trace_version"), " 1.1 (this file says 1.0)");
+  }
   const TokenShapes sh(cfg);
   const std::size_t E = static_cast<std::size_t>(cfg.state_elems());
 
@@ -328,17 +384,25 @@ Trace trace_from_fixture(const Fixture& f) {
       for (std::size_t i = 0; i < k.rows.size(); ++i) {
         const json& r = j.at("rows")[i];
         const std::string rf = cf + ".rows[" + std::to_string(i) + "]";
+        require(minor >= 1 || !k.rows[i].graph_tail, rf + ".graph_tail", "needs ", meta("trace_version"),
+                " 1.1 (this file says 1.0, whose readers take every row as live)");
         TraceRowNote n;
         n.request = int_of(r, "request", rf);
         if (r.contains("stop_at")) n.stop_at = int_of(r, "stop_at", rf);
         k.notes.push_back(n);
       }
+      // live_rows: the rows before it are the live batch, the rest the captured batch's tail (graph_tail).
+      if (j.contains("live_rows") || k.live_rows() != static_cast<std::int32_t>(k.rows.size())) {
+        require(minor >= 1, cf + ".live_rows", "needs ", meta("trace_version"), " 1.1 (this file says 1.0)");
+        require(int_of(j, "live_rows", cf) == k.live_rows(), cf + ".live_rows", "is ", int_of(j, "live_rows", cf),
+                ", but ", k.live_rows(), " rows are not graph_tail rows");
+      }
     }
     if (k.op == TraceCommand::Op::Step) {
       const std::int64_t N = int_of(j, "total_tokens", cf);
       require(N >= 0, cf + ".total_tokens", "must be >= 0");
-      std::vector<BatchRow> plain;
-      for (const auto& r : k.rows) plain.push_back(r.row);
+      std::vector<BatchRow> plain;  // PAD and tail rows as PAD (a stale tail may repeat a live row's slot)
+      for (const auto& r : canonical_rows(k.rows, t.setup)) plain.push_back(r.row);
       try {
         validate_batch(plain, t.setup.pool_geometry(), cfg, t.setup.max_T, N, false);
       } catch (const Error& e) {
@@ -353,8 +417,9 @@ Trace trace_from_fixture(const Fixture& f) {
       used.insert(out_name(c, "o"));
       // The PAD rule: the oracle wrote exact zeros (+0) in every PAD row's window.
       const std::size_t per = static_cast<std::size_t>(cfg.HV) * cfg.V;
+      const auto canon = canonical_rows(k.rows, t.setup);
       for (std::size_t i = 0; i < k.rows.size(); ++i) {
-        if (k.rows[i].row.slot != kPadSlot) continue;
+        if (canon[i].row.slot != kPadSlot) continue;
         for (std::size_t l = 0; l < static_cast<std::size_t>(L); ++l)
           for (std::size_t e = 0; e < static_cast<std::size_t>(k.rows[i].row.T) * per; ++e) {
             const float x = o[(l * static_cast<std::size_t>(N) + static_cast<std::size_t>(k.rows[i].row.token_offset)) * per + e];
@@ -402,6 +467,22 @@ Trace trace_from_fixture(const Fixture& f) {
       k.states.push_back(std::move(x));
     }
     k.unchanged = slot_list(j, "unchanged", cf, S);
+    // A tail row writes nothing: its stale slot must be expected unchanged unless a live row writes it (or it
+    // is the dedicated pad slot, which PAD rows may write).
+    if (k.op == TraceCommand::Op::Step || k.op == TraceCommand::Op::Commit) {
+      const auto canon = canonical_rows(k.rows, t.setup);
+      std::set<std::int32_t> written;
+      for (const auto& r : canon)
+        if (r.row.slot != kPadSlot) written.insert({r.row.slot, r.row.write_slot});
+      if (t.setup.pad_convention == PadConvention::PadSlot) written.insert(t.setup.pad_sentinel());
+      const std::set<std::int32_t> unchanged(k.unchanged.begin(), k.unchanged.end());
+      for (std::size_t i = 0; i < k.rows.size(); ++i) {
+        const std::int32_t slot = k.rows[i].row.slot;
+        if (!k.rows[i].graph_tail || slot < 0 || slot >= S || written.count(slot)) continue;
+        require(unchanged.count(slot), cf + ".unchanged", "does not list slot ", slot, " of graph tail row ", i,
+                " (a tail row must leave its stale slot untouched)");
+      }
+    }
     if (k.op == TraceCommand::Op::Commit) k.kept = slot_list(j, "kept", cf, S);
     t.commands.push_back(std::move(k));
   }

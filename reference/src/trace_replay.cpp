@@ -115,6 +115,8 @@ class Replayer {
   bool check_outputs(const TraceCommand& c, const std::vector<std::vector<float>>& out, TraceCommandResult& r) {
     const auto& cfg = t_.setup.cfg;
     const std::size_t per = static_cast<std::size_t>(cfg.HV) * cfg.V;
+    // PAD rows in the trace's convention and graph tail rows (whatever slot they carry) are PAD rows.
+    const auto canon = canonical_rows(c.rows, t_.setup);
     if (out.size() != c.outputs.size()) {
       failed(r, "outputs", where(r) + ": the target returned outputs for " + std::to_string(out.size()) +
                                " layers, expected " + std::to_string(c.outputs.size()));
@@ -133,7 +135,7 @@ class Replayer {
         const auto n = static_cast<std::ptrdiff_t>(static_cast<std::size_t>(b.T) * per);
         const std::vector<float> want(c.outputs[l].begin() + at, c.outputs[l].begin() + at + n);
         const std::vector<float> got(out[l].begin() + at, out[l].begin() + at + n);
-        const bool pad = b.slot == kPadSlot;
+        const bool pad = canon[i].row.slot == kPadSlot;
         if (pad && !target_.pad_outputs_zero()) continue;  // don't-care unless claimed (the trace's PAD rule)
         const Tolerance tol = pad ? Tolerance::exact() : tolerance(max_abs(want), false);
         const auto rep = compare(want, got, tol);
@@ -146,7 +148,8 @@ class Replayer {
         std::ostringstream os;
         os << where(r) << ": layer " << l << ", row " << i;
         if (pad) {
-          os << " (PAD): outputs are not the zeros the target claims (pad_outputs_zero): ";
+          os << (c.rows[i].graph_tail ? " (graph tail, slot " + std::to_string(b.slot) + ")" : std::string(" (PAD)"))
+             << ": outputs are not the zeros the target claims (pad_outputs_zero): ";
         } else {
           os << " (slot " << b.slot << ", request " << c.notes[i].request << "): outputs differ: ";
         }

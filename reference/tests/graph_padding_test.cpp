@@ -4,6 +4,7 @@
 // with the check that sees it.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -14,6 +15,7 @@
 #include "replayssm/error.hpp"
 #include "replayssm/reference/command.hpp"
 #include "replayssm/reference/engine.hpp"
+#include "replayssm/reference/trace_replay.hpp"
 #include "replayssm/testing/field_of.hpp"
 
 using namespace replayssm;
@@ -206,20 +208,27 @@ TEST(GraphPaddingJson, FuzzCaseFilesCarryTheConventionAndCapTheCapture) {
   EXPECT_NE(f.find(".graph"), std::string::npos) << f;
 }
 
-// Trace fixtures record eager steps under the -1 convention only: exporting anything else is refused, before a
-// file is written, rather than recorded in a form a consumer would replay as live rows.
-TEST(GraphPaddingJson, ExportingACapturedStepAsATraceIsRefused) {
+// A captured step and another PAD convention export as a trace_version 1.1 trace: the stale tail rows stay
+// graph_tail rows whose slots the trace expects unchanged, so the trace fails a target that commits the tail
+// and passes the reference designs.
+TEST(GraphPaddingJson, ExportingACapturedStepGivesA1_1TraceThatCatchesTheTail) {
   fuzz::FuzzCase c;
   c.setup = setup_with(PadConvention::MinusOne);
   c.target = "replay";
   c.commands = stale_tail_script();
   c.reason = "r";
-  const std::string path = ::testing::TempDir() + "graph_padding_refused.trace.safetensors";
-  EXPECT_EQ(field_of([&] { fuzz::export_trace(c, path, "test"); }), "export-trace");
-  c.commands = {admit(0, 1)};
+  const std::string path = ::testing::TempDir() + "graph_padding_export.trace.safetensors";
+  fuzz::export_trace(c, path, "test");
+  EXPECT_EQ(load_fixture(path).extra_metadata.at("trace_version"), "1.1");
+  const ref::Trace t = ref::load_trace(path);
+  ASSERT_TRUE(ref::trace_has_graph_tail(t));
+  EXPECT_TRUE(ref::replay_trace(t, *ref::make_target("replay")).ok);
+  EXPECT_FALSE(ref::replay_trace(t, *ref::make_target("replay", Fault::GraphTailProcessed)).ok);
   c.setup = setup_with(PadConvention::NullBlock);
-  EXPECT_EQ(field_of([&] { fuzz::export_trace(c, path, "test"); }), "export-trace");
-  EXPECT_FALSE(std::ifstream(path).good());
+  fuzz::export_trace(c, path, "test");
+  EXPECT_EQ(load_fixture(path).extra_metadata.at("pad_convention"), "null_block");
+  EXPECT_TRUE(ref::replay_trace(ref::load_trace(path), *ref::make_target("ring")).ok);
+  std::remove(path.c_str());
 }
 
 // H12, first part: an out-of-place commit writes write_slot and leaves the read slot bitwise unchanged; the

@@ -64,7 +64,8 @@ void register_fixtures(CLI::App& app) {
   struct Opts {
     std::string preset = "qwen3.5", matrix, out, gates = "benign", name = "trace";
     std::uint64_t seed = 20261129;
-    bool traces = false, ring = false, conv = false, out_of_place = false;
+    bool traces = false, ring = false, conv = false, out_of_place = false, graph_padding = false;
+    std::string pad_convention = "minus_one";
     int cases = fuzz::TraceSetOptions{}.cases, max_commands = fuzz::TraceSetOptions{}.max_commands,
         slots = fuzz::TraceSetOptions{}.num_slots, max_T = fuzz::TraceSetOptions{}.max_T;
   };
@@ -106,6 +107,13 @@ void register_fixtures(CLI::App& app) {
       ->capture_default_str();
   gen->add_flag("--out-of-place", o->out_of_place,
                 "A quarter of a trace's verify rows commit into a free slot, leaving the read slot untouched (--traces)");
+  gen->add_option("--pad-convention", o->pad_convention,
+                  "The slot a trace's PAD rows carry: minus_one, null_block (slot 0 never allocated) or pad_slot (the "
+                  "last slot never allocated); other than minus_one makes a trace_version 1.1 trace (--traces)")
+      ->capture_default_str();
+  gen->add_flag("--graph-padding", o->graph_padding,
+                "Half a trace's steps run as captured batches whose tail holds stale rows of an earlier, larger batch "
+                "or PAD rows; makes a trace_version 1.1 trace (--traces)");
   gen->add_option("--name", o->name, "File names <preset>__<name>__<i>, e.g. named for a hazard (--traces)")
       ->capture_default_str();
   gen->callback([o] {
@@ -138,6 +146,8 @@ void register_fixtures(CLI::App& app) {
       t.gates = ref::parse_gate_range(o->gates, "gates");
       t.name = o->name;
       t.out_of_place = o->out_of_place;
+      t.pad_convention = ref::parse_pad_convention(o->pad_convention, "pad-convention");
+      t.graph_padding = o->graph_padding;
       const auto paths = fuzz::write_trace_set(t, o->out);
       std::set<std::string> covered;
       for (const auto& p : paths) {

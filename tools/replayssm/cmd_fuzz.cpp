@@ -41,8 +41,8 @@ void register_fuzz(CLI::App& app) {
                 "first disagreement and the repro commands, campaigns the target does not cover as skipped");
   c->add_option("--export-trace", *export_to,
                 "Also write the failing (shrunk) case, or the --replay case, as a trace fixture (op lifecycle.trace) "
-                "that an implementation can replay without this project (replayssm_kit.trace); a campaign then "
-                "generates only what a trace records (the -1 PAD convention, no captured steps)");
+                "that an implementation can replay without this project (replayssm_kit.trace; captured steps and "
+                "every PAD convention are recorded, trace_version 1.1)");
   c->callback([c, a, lvl, replay, json_out, export_to, junit_out] {
     if (!replay->empty() && fuzz::is_engine_case(*replay)) {  // an engine-level case (docs/lifecycle.md)
       std::string notes;
@@ -85,8 +85,6 @@ void register_fuzz(CLI::App& app) {
                 << " cases from seed " << fuzz::shard_seed(a->seed, shard) << " (campaign seed " << a->seed << ")\n";
     for (const auto& t : targets_for(a->target, a->fault)) {
       auto o = options_for(*a, t);
-      // A case to export must be one a trace records: no captured steps, the -1 PAD convention.
-      o.trace_expressible = !export_to->empty();
       const auto r = fuzz::run_fuzz(o, progress_stream());
       print_report(r, *a);
       auto j = campaign_record(r, *a);

@@ -137,6 +137,11 @@ def _uncovered(caps: dict, t: Trace) -> str:
             r["kind"] == "verify" and r["slot"] >= 0 and r["write_slot"] >= 0 and r["write_slot"] != r["slot"]
             for c in t.commands if c.op in ("step", "commit") for r in c.msg["rows"]):
         return "out_of_place_commit (the trace commits into another slot; the target does not claim it)"
+    if not caps.get("graph_padding", False) and any(
+            r.get("graph_tail") for c in t.commands if c.op in ("step", "commit") for r in c.msg["rows"]):
+        return "graph_padding (the trace has captured steps with a graph tail; the target does not claim it)"
+    if t.pad_convention not in caps.get("pad_conventions", ["minus_one"]):
+        return f"pad_conventions (the trace runs under {t.pad_convention}; the target does not claim it)"
     return ""
 
 
@@ -212,7 +217,7 @@ class _Replay:
             for i, r in enumerate(c.msg["rows"]):
                 w = slice(r["token_offset"], r["token_offset"] + r["T"])
                 want = c.outputs[l][w]
-                pad = r["slot"] == -1
+                pad = t.is_pad(r)  # the convention's sentinel or a graph tail row
                 if pad and not self.claims.get("pad_outputs_zero", False):
                     continue  # don't-care unless claimed
                 tol = Tolerance("exact") if pad else self.tolerance(want, False)
@@ -220,7 +225,7 @@ class _Replay:
                 if rep.ok:
                     continue
                 token, hv, v = rep.worst_coords
-                what = ("(PAD): outputs are not the zeros the target claims (pad_outputs_zero)" if pad else
+                what = (("(graph tail)" if r.get("graph_tail") else "(PAD)") + ": outputs are not the zeros the target claims (pad_outputs_zero)" if pad else
                         f"(slot {r['slot']}, request {c.notes[i]['request']}): outputs differ")
                 at = (r["token_offset"] + token, hv, v)
                 raise _Fail(check="pad" if pad else "outputs", layer=l, row=i, slot=r["slot"], coords=at,

@@ -8,8 +8,14 @@ through it; this module only reads.
     trace = load_trace("fixtures/traces/tiny-gdn/tiny-gdn__trace__0.safetensors")
     for c in trace.commands: print(c.index, c.describe())
 
+Versions 1.0 and 1.1 are read. 1.1 adds captured steps (a step's and commit's `live_rows`; rows from it on carry
+`graph_tail` and are PAD rows whatever their slot says) and the null_block / pad_slot PAD conventions
+(__metadata__.pad_convention, equal to the setup's); Trace.pad_sentinel is the slot PAD rows carry and
+Trace.is_pad(row) says whether a row is a PAD row.
+
 load_trace refuses (TraceError naming the field) a file that is not a valid fixture, another op, an unknown
-major __metadata__.trace_version, tier vocabulary or PAD rule, a missing or misshapen tensor, an expectation
+major or minor __metadata__.trace_version (a 1.0 file with 1.1 content too), tier vocabulary or PAD rule, a
+live_rows that does not match the graph_tail rows, a stale tail slot missing from `unchanged`, a missing or misshapen tensor, an expectation
 that is not finite, a tolerance other than exact, an out.* tensor no command refers to, PAD outputs that are
 not zeros.
 """
@@ -26,7 +32,8 @@ from .fixture import Fixture, FixtureError, load_fixture
 from .tiers import TIER_VOCABULARY
 
 TRACE_OP = "lifecycle.trace"
-TRACE_MAJOR = 1
+TRACE_MAJOR, TRACE_MINOR = 1, 1
+PAD_CONVENTIONS = {"minus_one": lambda S: -1, "null_block": lambda S: 0, "pad_slot": lambda S: S - 1}
 PAD_RULES = ("zeros_if_claimed",)
 OPS = ("allocate", "step", "commit", "copy_slot")
 ROW_KEYS = ("slot", "write_slot", "T", "token_offset", "accepted", "kind", "fresh")  # the protocol's row
@@ -76,6 +83,9 @@ class Command:
             return f"copy_slot {m['src']} -> {m['dst']}"
         parts = []
         for r in m["rows"]:
+            if r.get("graph_tail"):
+                parts.append(f"TAIL slot {r['slot']} T={r['T']}")
+                continue
             if r["slot"] == -1:
                 parts.append(f"PAD T={r['T']}")
                 continue
@@ -119,6 +129,10 @@ class Trace:
     def __repr__(self):
         return f"Trace({self.path!r}, {len(self.commands)} commands)"
 
+    def is_pad(self, row: dict) -> bool:
+        """A PAD row: the convention's sentinel slot, or any graph tail row."""
+        return bool(row.get("graph_tail")) or row["slot"] == self.pad_sentinel
+
     def lifecycle_text(self, i: int) -> str:
         return describe_lifecycle(self.lifecycle[i]) if 0 <= i < len(self.lifecycle) else ""
 
@@ -136,13 +150,16 @@ def _json(fx: Fixture, key: str):
         raise TraceError(fx.path, f"__metadata__.{key}", f"is not JSON text: {e}") from None
 
 
-def _check_version(path: str, v: str) -> None:
+def _check_version(path: str, v: str) -> int:
+    """Returns the minor of a version this reader knows (1.0 or 1.1); a minor may change what rows mean (1.1 made
+    graph tail rows PAD rows), so an unknown one is refused like an unknown major."""
     parts = v.split(".")
     if len(parts) != 2 or not all(p.isdigit() for p in parts):
         raise TraceError(path, "__metadata__.trace_version", f"{v!r} is not MAJOR.MINOR")
-    if int(parts[0]) != TRACE_MAJOR:
+    if int(parts[0]) != TRACE_MAJOR or int(parts[1]) > TRACE_MINOR:
         raise TraceError(path, "__metadata__.trace_version",
-                         f"major version {parts[0]} is not supported (this reader knows {TRACE_MAJOR}.x)")
+                         f"version {v} is not supported (this reader knows {TRACE_MAJOR}.0 to {TRACE_MAJOR}.{TRACE_MINOR})")
+    return int(parts[1])
 
 
 def _tensor(fx: Fixture, name: str, dtype: str, shape: tuple) -> np.ndarray:
@@ -177,6 +194,7 @@ def _rows(c: dict, path: str, f: str, t: Trace, n_tokens: int | None) -> tuple:
     if not isinstance(rows, list):
         raise TraceError(path, f"{f}.rows", "must be an array of rows")
     plain, notes = [], []
+    tail_seen = False
     for i, r in enumerate(rows):
         rf = f"{f}.rows[{i}]"
         if not isinstance(r, dict):
@@ -192,8 +210,25 @@ def _rows(c: dict, path: str, f: str, t: Trace, n_tokens: int | None) -> tuple:
             raise TraceError(path, f"{rf}.token_offset", f"window [{off}, {off + T}) runs past {n_tokens} tokens")
         notes.append({"request": _int(r, "request", path, rf), "stop_at": r.get("stop_at", 0)})
         plain.append({k: r[k] for k in ROW_KEYS})
-        if slot == -1 and r.get("request") != -1:
+        tail = r.get("graph_tail", False)
+        if type(tail) is not bool:
+            raise TraceError(path, f"{rf}.graph_tail", "must be true or false")
+        if tail:
+            if t.minor < 1:
+                raise TraceError(path, f"{rf}.graph_tail",
+                                 "needs __metadata__.trace_version 1.1 (this file says 1.0, whose readers take every row as live)")
+            plain[-1]["graph_tail"] = True
+        elif tail_seen:
+            raise TraceError(path, f"{rf}.graph_tail", "a live row follows a graph tail row")
+        tail_seen = tail_seen or tail
+        if t.is_pad(r) and r.get("request") != -1:
             raise TraceError(path, f"{rf}.request", "a PAD row belongs to no request (-1)")
+    live = sum(not r.get("graph_tail", False) for r in plain)
+    if "live_rows" in c or live != len(plain):
+        if t.minor < 1:
+            raise TraceError(path, f"{f}.live_rows", "needs __metadata__.trace_version 1.1 (this file says 1.0)")
+        if c.get("live_rows") != live:
+            raise TraceError(path, f"{f}.live_rows", f"is {c.get('live_rows')!r}, but {live} rows are not graph_tail rows")
     return plain, notes
 
 
@@ -207,7 +242,7 @@ def load_trace(path: str) -> Trace:
         raise TraceError(path, "file", f"is not a valid fixture: {e}") from None
     if fx.op != TRACE_OP:
         raise TraceError(path, "__metadata__.op", f"is {fx.op!r}, expected {TRACE_OP!r}")
-    _check_version(path, _meta(fx, "trace_version"))
+    minor = _check_version(path, _meta(fx, "trace_version"))
     if _meta(fx, "tier_vocabulary") != TIER_VOCABULARY:
         raise TraceError(path, "__metadata__.tier_vocabulary",
                          f"version {fx.metadata['tier_vocabulary']!r} is not supported (this kit knows {TIER_VOCABULARY})")
@@ -217,7 +252,7 @@ def load_trace(path: str) -> Trace:
         if tol.kind != "exact":
             raise TraceError(path, f"__metadata__.tolerance['{name}']", f"is {tol}, a trace stores exact expectations")
     t = Trace(fx)
-    t.version = fx.metadata["trace_version"]
+    t.version, t.minor = fx.metadata["trace_version"], minor
     t.source = fx.metadata.get("source", "")
     cfg = fx.config if isinstance(fx.config, dict) else {}
     setup, t.poison_bits = cfg.get("setup"), cfg.get("poison_bits")
@@ -237,6 +272,17 @@ def load_trace(path: str) -> Trace:
         t.state_shape = (t.HV, t.K, t.V) if m["layout"] == "kv" else (t.HV, t.V, t.K)
     except (KeyError, TypeError, ValueError) as e:
         raise TraceError(path, "__metadata__.config.setup", f"is incomplete: {e!r}") from None
+    t.pad_convention = setup.get("pad_convention", "minus_one")
+    if t.pad_convention not in PAD_CONVENTIONS:
+        raise TraceError(path, "__metadata__.config.setup.pad_convention",
+                         f"{t.pad_convention!r} is not one of {', '.join(PAD_CONVENTIONS)}")
+    if minor >= 1 and fx.metadata.get("pad_convention") != t.pad_convention:
+        raise TraceError(path, "__metadata__.pad_convention",
+                         f"is {fx.metadata.get('pad_convention')!r}, the setup's is {t.pad_convention!r}")
+    if minor < 1 and t.pad_convention != "minus_one":
+        raise TraceError(path, "__metadata__.config.setup.pad_convention",
+                         f"is {t.pad_convention!r}, which needs __metadata__.trace_version 1.1 (this file says 1.0)")
+    t.pad_sentinel = PAD_CONVENTIONS[t.pad_convention](t.S)
     A = _tensor(fx, "param.A_log", "F32", (t.L, t.HV))
     dt = _tensor(fx, "param.dt_bias", "F32", (t.L, t.HV, t.a_width))
     t.params = [(A[l], dt[l]) for l in range(t.L)]
@@ -281,7 +327,7 @@ def _command(fx: Fixture, t: Trace, i: int, c, used: set) -> Command:
             raise TraceError(path, f"tensor '{o_name}'", "holds a value that is not finite")
         for r_i, r in enumerate(cmd.msg["rows"]):
             window = cmd.outputs[:, r["token_offset"]:r["token_offset"] + r["T"]]
-            if r["slot"] == -1 and window.view(np.uint32).any():
+            if t.is_pad(r) and window.view(np.uint32).any():
                 raise TraceError(path, f"tensor '{o_name}'",
                                  f"PAD row {r_i} is not +0 (the PAD rule says the oracle wrote zeros)")
     states = c.get("states")
@@ -308,6 +354,18 @@ def _command(fx: Fixture, t: Trace, i: int, c, used: set) -> Command:
         used.add(name)
         cmd.states.append((layer, slot, values))
     cmd.unchanged = _slots(c, "unchanged", path, f, t.S)
+    if op in ("step", "commit"):
+        if any(r.get("graph_tail") for r in cmd.msg["rows"]):  # sent as the protocol (1.2) sends a captured batch
+            cmd.msg["live_rows"] = sum(not r.get("graph_tail") for r in cmd.msg["rows"])
+        # A tail row writes nothing: its stale slot is expected unchanged unless a live row writes it (or it is
+        # the dedicated pad slot, which PAD rows may write).
+        written = {s for r in cmd.msg["rows"] if not t.is_pad(r) for s in (r["slot"], r["write_slot"])}
+        if t.pad_convention == "pad_slot":
+            written.add(t.pad_sentinel)
+        for r_i, r in enumerate(cmd.msg["rows"]):
+            if r.get("graph_tail") and 0 <= r["slot"] < t.S and r["slot"] not in written and r["slot"] not in cmd.unchanged:
+                raise TraceError(path, f"{f}.unchanged",
+                                 f"does not list slot {r['slot']} of graph tail row {r_i} (a tail row must leave it untouched)")
     if op == "commit":
         cmd.kept = _slots(c, "kept", path, f, t.S)
     return cmd

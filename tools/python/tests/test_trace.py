@@ -1,5 +1,6 @@
 """Trace fixtures through the kit alone: the NumPy example target passes every committed trace, each of its seeded
 faults fails at the command it breaks, and a corrupted or unknown trace file is refused naming the field."""
+import dataclasses
 import json
 import os
 import shutil
@@ -53,7 +54,7 @@ def test_the_committed_traces_cover_every_command_kind_and_pad_rows():
             seen.add(c.op)
             seen |= {"commit.kept"} if c.kept else set()
             for r, note in zip(c.msg.get("rows", []), c.notes):
-                if r["slot"] == -1:
+                if t.is_pad(r):
                     seen.add("pad")
                 elif c.op == "step" and r["kind"] == "prefill":
                     seen.add("prefill.fresh" if r["fresh"] else "prefill.chunk")
@@ -76,7 +77,7 @@ def _first_commit_with_accepted_resident(t):
         if c.op != "commit":
             continue
         checked = {s for _, s, _ in c.states}
-        if any(r["kind"] == "verify" and r["slot"] >= 0 and r["accepted"] >= 1 and r["write_slot"] in checked
+        if any(r["kind"] == "verify" and not t.is_pad(r) and r["accepted"] >= 1 and r["write_slot"] in checked
                for r in c.msg["rows"]):
             return c.index
     return None
@@ -85,7 +86,7 @@ def _first_commit_with_accepted_resident(t):
 def _first_step_with_prefill(t):
     """writes_gap spills into the gap whenever the example stores a state: first at a prefill."""
     return next(c.index for c in t.commands
-                if c.op == "step" and any(r["slot"] >= 0 and r["kind"] == "prefill" for r in c.msg["rows"]))
+                if c.op == "step" and any(not t.is_pad(r) and r["kind"] == "prefill" for r in c.msg["rows"]))
 
 
 @pytest.mark.parametrize("path", ALL, ids=[os.path.basename(p) for p in ALL])
@@ -139,11 +140,11 @@ def test_pad_row_writes_slot0_fails_at_a_pad_step_naming_slot_0():
             continue  # a trace whose PAD rows never meet live data in slot 0 cannot see this fault
         caught += 1
         step = f.index if f.op == "step" else f.index - 1
-        assert t.commands[step].op == "step" and any(r["slot"] == -1 for r in t.commands[step].msg["rows"]), str(f)
+        assert t.commands[step].op == "step" and any(t.is_pad(r) for r in t.commands[step].msg["rows"]), str(f)
         assert f.slot == 0 and "slot 0" in f.message, str(f)
         # No earlier command could have seen it: slot 0 held no data before the first step that wrote it.
         first_write = next(c.index for c in t.commands
-                           if c.op == "step" and any(r["slot"] == 0 for r in c.msg["rows"]))
+                           if c.op == "step" and any(r["slot"] == 0 and not t.is_pad(r) for r in c.msg["rows"]))
         assert f.index >= first_write
     assert caught >= 1, "no committed trace catches a PAD row writing slot 0"
 
@@ -242,9 +243,13 @@ def test_an_unknown_version_or_malformed_metadata_is_refused_naming_the_field(tm
     assert e.value.field == field, str(e.value)
 
 
-def test_a_newer_minor_version_is_read(tmp_path):
-    ok = _rewrite(ALL[0], str(tmp_path / "minor.safetensors"), meta={"trace_version": "1.9"})
-    assert rk.replay_trace(ok, NumpyReplay()).ok
+def test_an_unknown_minor_version_is_refused_and_1_0_and_1_1_are_read(tmp_path):
+    versions = {load_trace(p).version for p in ALL}
+    assert versions == {"1.0", "1.1"}, versions
+    bad = _rewrite(ALL[0], str(tmp_path / "minor.safetensors"), meta={"trace_version": "1.2"})
+    with pytest.raises(TraceError) as e:
+        load_trace(bad)
+    assert e.value.field == "__metadata__.trace_version" and "1.0 to 1.1" in str(e.value)
 
 
 def test_a_missing_input_tensor_is_refused_naming_it(tmp_path):
@@ -281,7 +286,7 @@ def test_a_corrupted_output_fails_at_its_step_naming_the_row_and_token(tmp_path)
     src = next(p for p in ALL if "tiny-kda" in p)
     t = load_trace(src)
     c, i, r = next((c, i, r) for c in t.commands if c.op == "step"
-                   for i, r in enumerate(c.msg["rows"]) if r["slot"] >= 0)
+                   for i, r in enumerate(c.msg["rows"]) if not t.is_pad(r))
     token = r["token_offset"] + r["T"] - 1
 
     def bump(arr):
@@ -293,3 +298,112 @@ def test_a_corrupted_output_fails_at_its_step_naming_the_row_and_token(tmp_path)
     assert f is not None and f.index == c.index and f.check == "outputs", f
     assert (f.layer, f.row, f.slot, f.coords) == (1, i, r["slot"], (token, 1, 2)), f
     assert f"worst element (token, hv, v) = ({token}, 1, 2)" in f.message
+
+
+# --- trace format 1.1: captured steps (graph tails) and PAD conventions -----------------------------------------
+GRAPH = os.path.join(TRACES, "tiny-gdn", "tiny-gdn__graph_stale_tail__0.safetensors")
+NULL_BLOCK = os.path.join(TRACES, "tiny-gdn", "tiny-gdn__pad_null_block__0.safetensors")
+PAD_SLOT = os.path.join(TRACES, "tiny-kda", "tiny-kda__pad_slot__0.safetensors")
+
+
+class NoPadClaim(NumpyReplay):
+    """PAD outputs are don't-care: a fault is judged by the states and slots it changes."""
+    def capabilities(self):
+        return dict(super().capabilities(), pad_outputs_zero=False)
+
+
+class _WrapsMinusOne(NoPadClaim):
+    """A PAD index -1 used as a Python index: the row runs as an ordinary row on the last slot (pool[-1])."""
+    def _wrap(self, rows):
+        return [dataclasses.replace(r, slot=self.S - 1, write_slot=self.S - 1, graph_tail=False, pad_sentinel=-2)
+                if r.slot == -1 else r for r in rows]
+
+    def step(self, rows, inputs):
+        return super().step(self._wrap(rows), inputs)
+
+    def commit(self, rows):
+        super().commit(self._wrap(rows))
+
+
+class _Eager(NumpyReplay):
+    def capabilities(self):
+        return dict(super().capabilities(), graph_padding=False, pad_conventions=["minus_one"])
+
+
+def test_hazard_traces_are_1_1_and_name_their_convention_and_tail():
+    g, n, p = load_trace(GRAPH), load_trace(NULL_BLOCK), load_trace(PAD_SLOT)
+    assert (g.version, g.pad_convention, n.pad_convention, p.pad_convention) == ("1.1", "minus_one", "null_block", "pad_slot")
+    assert (n.pad_sentinel, p.pad_sentinel) == (0, p.S - 1)
+    tails = [(c, r) for c in g.commands if c.op == "step" for r in c.msg["rows"] if r.get("graph_tail")]
+    assert any(r["slot"] >= 0 for _, r in tails) and any(r["slot"] == -1 for _, r in tails)
+    for c, r in tails:  # sent as the protocol sends a captured batch; a stale slot no live row writes is kept
+        assert c.msg["live_rows"] == sum(not x.get("graph_tail") for x in c.msg["rows"])
+        live = {s for x in c.msg["rows"] if not g.is_pad(x) for s in (x["slot"], x["write_slot"])}
+        assert r["slot"] < 0 or r["slot"] in live or r["slot"] in c.unchanged
+
+
+def test_a_target_that_processes_the_graph_tail_or_wraps_minus_one_fails_the_captured_trace():
+    assert rk.replay_trace(GRAPH, NumpyReplay()).ok
+    f = rk.replay_trace(GRAPH, NumpyReplay("graph_tail_processed")).first_failure
+    # Its tail outputs are not the zeros it claims (pad_outputs_zero): seen at the step itself.
+    assert f is not None and f.check == "pad" and "(graph tail)" in f.message, str(f)
+
+    # Without that claim the outputs are don't-care: the stale slot the tail committed into is what fails.
+    f = rk.replay_trace(GRAPH, NoPadClaim("graph_tail_processed")).first_failure
+    stale = {r["slot"] for c in load_trace(GRAPH).commands if c.op == "step"
+             for r in c.msg["rows"] if r.get("graph_tail") and r["slot"] >= 0}
+    assert f is not None and f.check in ("unchanged", "state") and f.slot in stale, str(f)
+    f = rk.replay_trace(GRAPH, _WrapsMinusOne()).first_failure
+    assert f is not None and f.check in ("unchanged", "state") and f.slot == load_trace(GRAPH).S - 1, str(f)
+
+
+def test_pad_slot_trace_catches_slot_0_taken_for_pad():
+    assert rk.replay_trace(PAD_SLOT, NumpyReplay()).ok
+    f = rk.replay_trace(PAD_SLOT, NumpyReplay("pad_row_writes_slot0")).first_failure
+    assert f is not None and f.slot == 0, str(f)
+
+
+def test_a_target_without_graph_padding_or_the_convention_is_not_covered():
+    for path, claim in ((GRAPH, "graph_padding"), (NULL_BLOCK, "pad_conventions"), (PAD_SLOT, "pad_conventions")):
+        result = rk.replay_trace(path, _Eager())
+        assert not result.covered and not result.ok and result.not_covered.startswith(claim), result.not_covered
+    assert rk.replay_trace(os.path.join(TRACES, "tiny-gdn", "tiny-gdn__trace__0.safetensors"), _Eager()).ok
+
+
+def _edit_commands(src, dst, fn):
+    _, _, meta = read_safetensors(src)
+    cmds = json.loads(meta["commands"])
+    fn(cmds)
+    return _rewrite(src, dst, meta={"commands": json.dumps(cmds)})
+
+
+def test_1_1_content_in_a_1_0_file_and_inconsistent_tails_are_refused_naming_the_field(tmp_path):
+    t = load_trace(GRAPH)
+    c = next(c for c in t.commands if c.op == "step" and "live_rows" in c.msg)
+    i = next(i for i, r in enumerate(c.msg["rows"]) if r.get("graph_tail"))
+    cases = [
+        (_rewrite(GRAPH, str(tmp_path / "v10.safetensors"), meta={"trace_version": "1.0"}),
+         None),  # the first tail row, wherever it is
+        (_edit_commands(GRAPH, str(tmp_path / "live.safetensors"),
+                        lambda cs: cs[c.index].update(live_rows=cs[c.index]["live_rows"] + 1)),
+         f"__metadata__.commands[{c.index}].live_rows"),
+        (_rewrite(NULL_BLOCK, str(tmp_path / "nb10.safetensors"), meta={"trace_version": "1.0"}),
+         "__metadata__.config.setup.pad_convention"),
+        (_rewrite(NULL_BLOCK, str(tmp_path / "nbconv.safetensors"), meta={"pad_convention": "pad_slot"}),
+         "__metadata__.pad_convention"),
+    ]
+    for path, field in cases:
+        with pytest.raises(TraceError) as e:
+            load_trace(path)
+        if field is None:
+            assert e.value.field.endswith(".graph_tail"), str(e.value)
+        else:
+            assert e.value.field == field, str(e.value)
+    stale = next((c2, r) for c2 in t.commands if c2.op == "step" for r in c2.msg["rows"]
+                 if r.get("graph_tail") and r["slot"] >= 0 and r["slot"] in c2.unchanged)
+    c2, r = stale
+    bad = _edit_commands(GRAPH, str(tmp_path / "unch.safetensors"),
+                         lambda cs: cs[c2.index]["unchanged"].remove(r["slot"]))
+    with pytest.raises(TraceError) as e:
+        load_trace(bad)
+    assert e.value.field == f"__metadata__.commands[{c2.index}].unchanged", str(e.value)

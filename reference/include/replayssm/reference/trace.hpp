@@ -20,8 +20,12 @@
 namespace replayssm::ref {
 
 inline constexpr const char* kTraceOp = "lifecycle.trace";
-// __metadata__.trace_version "MAJOR.MINOR": readers refuse an unknown major; a minor only adds optional keys.
-inline constexpr int kTraceMajor = 1, kTraceMinor = 0;
+// __metadata__.trace_version "MAJOR.MINOR": readers refuse an unknown major or minor. 1.0: eager steps under
+// the minus_one PAD convention. 1.1 adds captured steps (`live_rows`, rows with `graph_tail`: PAD rows whatever
+// their slot says) and the null_block / pad_slot conventions (`__metadata__.pad_convention`, equal to the
+// setup's); a 1.0 reader would take tail rows or another convention's PAD rows as live, so a trace that uses
+// neither is still written as 1.0 (docs/fixture-format.md 9.2).
+inline constexpr int kTraceMajor = 1, kTraceMinor = 1;
 // __metadata__.pad_rule: the oracle writes zeros for PAD rows; they are compared (exact zeros) only for an
 // implementation that claims pad_outputs_zero (docs/target-protocol.md, "PAD rows").
 inline constexpr const char* kPadRuleZerosIfClaimed = "zeros_if_claimed";
@@ -57,6 +61,7 @@ struct TraceCommand {
                                                    // bitwise unchanged since before the step
   std::int32_t lifecycle = -1;                     // the lifecycle command (Trace::lifecycle) it belongs to
 
+  std::int32_t live_rows() const;                  // rows before the graph tail (all rows of an eager batch)
   std::string op_name() const;                     // "allocate", "step", "commit", "copy_slot"
   std::string str() const;                         // one line: "commit [slot 2 n=3, ...]"
 };
@@ -80,6 +85,14 @@ Trace trace_from_fixture(const Fixture& f);
 // True when a verify row of the trace commits out of place (write_slot != slot): only an implementation claiming
 // out_of_place_commit is judged on it (the others: not covered).
 bool trace_commits_out_of_place(const Trace& t);
+// True when a step of the trace is a captured batch (rows with graph_tail).
+bool trace_has_graph_tail(const Trace& t);
+// "1.1" when the trace has a graph tail or a PAD convention other than minus_one, else "1.0".
+std::string trace_version_of(const Trace& t);
+// "" when `target` is judged on the trace, else why it is not covered: a model configuration or window it
+// excludes (Target::unsupported), a copy_slot it does not implement, an out-of-place commit without
+// out_of_place_commit, a graph tail without graph_padding, a PAD convention it does not follow.
+std::string trace_not_covered(const Trace& t, const Target& target);
 Trace load_trace(const std::string& path);
 
 }  // namespace replayssm::ref
