@@ -66,10 +66,13 @@ void register_fixtures(CLI::App& app) {
     std::uint64_t seed = 20261129;
     bool traces = false, ring = false, conv = false, out_of_place = false, graph_padding = false;
     std::string pad_convention = "minus_one";
-    int cases = fuzz::TraceSetOptions{}.cases, max_commands = fuzz::TraceSetOptions{}.max_commands,
-        slots = fuzz::TraceSetOptions{}.num_slots, max_T = fuzz::TraceSetOptions{}.max_T;
+    int cases = 0, max_commands = 0, slots = 0, max_T = 0;  // the trace generator's defaults, set below
   };
   auto o = std::make_shared<Opts>();
+  {
+    const fuzz::TraceSetOptions d;
+    o->cases = d.cases, o->max_commands = d.max_commands, o->slots = d.num_slots, o->max_T = d.max_T;
+  }
   gen->add_option("--preset", o->preset, "Model preset (" + [] {
     std::string s;
     for (const auto& n : preset_names()) s += (s.empty() ? "" : ", ") + n;
