@@ -55,6 +55,22 @@ TEST(FuzzCase, RoundTrip) {
   EXPECT_EQ(c.setup.params.size(), 2u);
 }
 
+// A case drawn with realistic gates draws its inputs from those ranges too: its dump must carry `gates` and
+// replay with it (the reader refused the key, so no realistic-gate failure could be replayed or exported).
+TEST(FuzzCase, RealisticGatesRoundTrip) {
+  fuzz::FuzzCase c = sample();
+  c.setup = ref::make_setup(preset("tiny-gdn"), 7, 3, 3, ref::GateRange::Realistic);
+  const fuzz::FuzzCase back = fuzz::parse_fuzz_case(fuzz::fuzz_case_file(c));
+  EXPECT_EQ(back.setup.gates, ref::GateRange::Realistic);
+  EXPECT_EQ(back.setup.to_json(), c.setup.to_json());
+  EXPECT_EQ(fuzz::parse_fuzz_case(fuzz::fuzz_case_file(sample())).setup.gates, ref::GateRange::Benign);
+  SafetensorsFile bad = fuzz::fuzz_case_file(c);
+  nlohmann::json j = nlohmann::json::parse(bad.metadata.at("setup"));
+  j["gates"] = "extreme";
+  bad.metadata["setup"] = j.dump();
+  EXPECT_EQ(parse_field(bad), "__metadata__.setup.gates");
+}
+
 TEST(FuzzCase, SeedsAreFullMatchDecimal) {
   // std::stoull read "-1" as 2^64 - 1, " 12" and "12abc" as 12.
   for (const char* bad : {"-1", " 12", "12abc", "", "012", "18446744073709551616"}) {
