@@ -91,6 +91,27 @@ TEST(EngineLevelSnapshots, EachSnapshotAndMigrationFaultFailsIt) {
     }
 }
 
+// A fault the spec-ring engine does not carry would leave it correct and the campaign green ("ok" for a fault
+// run): `engine:ring` refuses it, naming `fault`; under `engine:reference` the ring engines in lock step run
+// without it.
+TEST(EngineLevelSnapshots, RingEngineRefusesTheReferenceEnginesFaults) {
+  int refused = 0;
+  for (const el::EngineFault f : el::all_engine_faults()) {
+    if (el::ring_engine_has_fault(f)) {
+      EXPECT_NO_THROW(el::make_request_engine("ring", f)) << el::to_string(f);
+      continue;
+    }
+    try {
+      el::make_request_engine("ring", f);
+      ADD_FAILURE() << "engine:ring accepted " << el::to_string(f);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.field(), "fault") << e.what();
+      ++refused;
+    }
+  }
+  EXPECT_EQ(refused, 8);
+}
+
 TEST(EngineLevelSnapshots, RingEngineRefusesDoubleBuffersAndSnapshotlessEnginesRefuseABlock) {
   auto s = tiny(el::CommitMode::SameIteration);
   s.options.buffers = el::Buffering::Double;

@@ -327,7 +327,9 @@ std::vector<el::EngineJudge::Candidate> judge_candidates(const el::EngineLevelSe
   // commit).
   if (engine == "reference")
     for (const auto& o : all)
-      if (o.buffers == el::Buffering::InPlace) c.push_back(el::EngineJudge::Candidate{o, el::make_request_engine("ring", fault)});
+      if (o.buffers == el::Buffering::InPlace)  // a fault of the reference engine leaves the ring engine correct
+        c.push_back(el::EngineJudge::Candidate{
+            o, el::make_request_engine("ring", el::ring_engine_has_fault(fault) ? fault : el::EngineFault::None)});
   return c;
 }
 

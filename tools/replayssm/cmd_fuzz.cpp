@@ -44,7 +44,10 @@ void register_fuzz(CLI::App& app) {
                 "that an implementation can replay without this project (replayssm_kit.trace; captured steps and "
                 "every PAD convention are recorded, trace_version 1.1)");
   c->callback([c, a, lvl, replay, json_out, export_to, junit_out] {
-    if (!replay->empty() && fuzz::is_engine_case(*replay)) {  // an engine-level case (docs/lifecycle.md)
+    const bool engine_case = !replay->empty() && fuzz::is_engine_case(*replay);
+    require(export_to->empty() || (!engine_case && (!replay->empty() || lvl->level != "engine")), "export-trace",
+            "traces record kernel-level commands; an engine-level campaign or case has none to export");
+    if (engine_case) {  // an engine-level case (docs/lifecycle.md)
       std::string notes;
       const std::string t = c->count("--target") > 0 ? a->target : "";
       const auto why = fuzz::replay_engine_dump(*replay, t.rfind("engine:", 0) == 0 ? t.substr(7) : t, &notes);

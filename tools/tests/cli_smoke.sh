@@ -77,6 +77,12 @@ grep -q '"ok": true' "$WORK/conform.json" || fail "conform JSON does not say ok"
 [ $rc -eq 1 ] || fail "engine-level fault: expected exit 1, got $rc"
 "$BIN" fuzz --replay "$(ls "$WORK"/el/*.safetensors | head -1)" >/dev/null; rc=$?
 [ $rc -eq 1 ] || fail "replayed engine-level dump should still fail, got $rc"
+# An engine-level run has no kernel-level commands to export as a trace, and engine:ring carries only its own
+# faults: both are refused, naming the option, instead of running and passing.
+"$BIN" fuzz --level engine --preset tiny-gdn --cases 3 --export-trace "$WORK/el.trace" >/dev/null 2>"$WORK/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "export-trace" "$WORK/err" && [ ! -e "$WORK/el.trace" ] || fail "engine-level --export-trace not refused (rc $rc)"
+"$BIN" fuzz --level engine --target engine:ring --preset tiny-gdn --fault snapshot_at_run_end >/dev/null 2>"$WORK/err"; rc=$?
+[ $rc -eq 2 ] && grep -q "fault" "$WORK/err" || fail "engine:ring accepted a reference-engine fault (rc $rc)"
 "$BIN" fuzz --level bogus --preset tiny-gdn >/dev/null 2>"$WORK/err"; rc=$?
 [ $rc -ne 0 ] && grep -q "level" "$WORK/err" || fail "unknown --level not reported"
 echo "cli_smoke: ok"

@@ -435,6 +435,17 @@ std::vector<std::vector<std::vector<float>>> RingEngine::step(const std::vector<
 
 }  // namespace
 
-std::unique_ptr<RequestEngine> make_ring_request_engine(EngineFault fault) { return std::make_unique<RingEngine>(fault); }
+bool ring_engine_has_fault(EngineFault f) {
+  return f == EngineFault::None || f == EngineFault::SnapshotWithoutFlush || f == EngineFault::CowKeepsWritePos ||
+         f == EngineFault::MigrationDropsRingRecords;
+}
+
+std::unique_ptr<RequestEngine> make_ring_request_engine(EngineFault fault) {
+  // A fault the engine does not carry would run as a correct engine and pass: refused instead.
+  require(ring_engine_has_fault(fault), "fault", "'", to_string(fault),
+          "' is a fault of the reference engine (engine:reference), not of the spec-ring engine, which carries "
+          "snapshot_without_flush, cow_keeps_write_pos and migration_drops_ring_records");
+  return std::make_unique<RingEngine>(fault);
+}
 
 }  // namespace replayssm::ref::engine_level

@@ -117,6 +117,9 @@ std::vector<EngineFault> all_engine_faults();          // every fault except Non
 // The hazard ids of peers-and-hazards section 3 and the engine options under which the fault can act
 // ("" = any), for reports and docs.
 std::string engine_fault_scope(EngineFault f);
+// The faults the spec-ring engine carries (None, snapshot_without_flush, cow_keeps_write_pos,
+// migration_drops_ring_records); `make_request_engine("ring", f)` refuses the others, naming `fault`.
+bool ring_engine_has_fault(EngineFault f);
 
 class RequestEngine {
  public:
