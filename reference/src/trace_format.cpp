@@ -386,6 +386,14 @@ Trace trace_from_fixture(const Fixture& f) {
         const std::string rf = cf + ".rows[" + std::to_string(i) + "]";
         require(minor >= 1 || !k.rows[i].graph_tail, rf + ".graph_tail", "needs ", meta("trace_version"),
                 " 1.1 (this file says 1.0, whose readers take every row as live)");
+        if (k.rows[i].graph_tail) {  // a stale tail row holds what an earlier captured step left: slots of the pool
+          const BatchRow& b = k.rows[i].row;
+          for (const auto& [key, s] : {std::pair<const char*, std::int32_t>{"slot", b.slot}, {"write_slot", b.write_slot}})
+            require(s == kPadSlot || (s >= 0 && s < S), rf + "." + key, "is ", s, ", outside [-1, ", S, ")");
+          require(b.T >= 0 && b.T <= t.setup.max_T, rf + ".T", "is ", b.T, ", outside [0, ", t.setup.max_T, "]");
+          require(b.accepted >= 0 && b.accepted <= b.T, rf + ".accepted", "is ", b.accepted, ", outside [0, T = ", b.T,
+                  "]");
+        }
         TraceRowNote n;
         n.request = int_of(r, "request", rf);
         if (r.contains("stop_at")) n.stop_at = int_of(r, "stop_at", rf);

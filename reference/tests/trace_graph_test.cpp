@@ -114,6 +114,14 @@ TEST(TraceGraph, ReaderRefusesWhatA1_0FileCannotHoldNamingTheField) {
   wrong_live.extra_metadata["commands"] = j.dump();
   EXPECT_EQ(refused_field(wrong_live), cf + ".live_rows");
 
+  for (const auto& [key, value] : {std::pair<const char*, int>{"slot", 99}, {"write_slot", -2}, {"accepted", 99}}) {
+    Fixture bad = fg;  // a tail row outside the pool, or accepting more than its window (the kit refused these)
+    j = cmds;
+    j[c]["rows"][i][key] = value;
+    bad.extra_metadata["commands"] = j.dump();
+    EXPECT_EQ(refused_field(bad), cf + ".rows[" + std::to_string(i) + "]." + key) << key;
+  }
+
   Fixture untouched = fg;  // the stale slot dropped from the slots that must stay unchanged
   j = cmds;
   const auto slot = graph.commands[c].rows[i].row.slot;
