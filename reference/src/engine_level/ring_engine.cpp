@@ -20,28 +20,11 @@
 #include "replayssm/reference/engine.hpp"
 #include "replayssm/reference/engine_level/request_engine.hpp"
 #include "replayssm/reference/spec_ring.hpp"
+#include "layers.hpp"
 
 namespace replayssm::ref::engine_level {
 
 namespace {
-
-using Layers = std::vector<SequenceInputs>;  // one entry per layer
-
-Layers concat(const ModelConfig& cfg, const Layers& x, const Layers& y) {
-  Layers r(x.size());
-  for (std::size_t l = 0; l < x.size(); ++l) r[l] = SequenceInputs::concat(cfg, x[l], y[l]);
-  return r;
-}
-Layers slice(const ModelConfig& cfg, const Layers& x, int t0, int n) {
-  Layers r;
-  for (const auto& s : x) r.push_back(s.slice(cfg, t0, n));
-  return r;
-}
-Layers empty_layers(const ModelConfig& cfg) {
-  Layers v(static_cast<std::size_t>(cfg.num_layers));
-  for (auto& x : v) x.validate(cfg);
-  return v;
-}
 
 class RingEngine : public RequestEngine {
  public:
