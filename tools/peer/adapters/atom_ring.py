@@ -67,17 +67,11 @@ def _unused(name: str):
 
 def _interpreter_exp():
     """Triton's CPU interpreter patches the `tl` module a kernel sees at launch, not an alias taken at import:
-    op.py's `exp = tl.exp` would call the unpatched builtin. A jit function calling tl.exp is the same operation."""
-    import triton
+    op.py's `exp = tl.exp` would call the unpatched builtin. The interpreter runs a kernel as Python, so a plain
+    function that looks `tl.exp` up at call time gets the patched one: the same operation, no kernel code."""
     import triton.language as tl
 
-    globals()["tl"] = tl  # a jit function must see triton.language among its globals
-
-    @triton.jit
-    def exp(x):
-        return tl.exp(x)
-
-    return exp
+    return lambda x: tl.exp(x)
 
 
 def load_peer(src: str):
