@@ -19,7 +19,17 @@ void check_answer_ok(const json& msg, const std::string& op) {
   const std::string message = obj && err->contains("message") && err->at("message").is_string()
                                   ? err->at("message").get<std::string>()
                                   : msg.dump(-1, ' ', false, json::error_handler_t::replace);
-  fail("target." + op + (field.empty() ? "" : "." + field), "the target refused: ", message);
+  fail("target." + op + (field.empty() ? "" : "." + field), "the target refused: ", message,
+       answer_is_fatal(msg) ? " (fatal: the target ended its process after this error; the next command starts a "
+                              "fresh one)"
+                            : "");
+}
+
+bool answer_is_fatal(const json& msg) {
+  if (!msg.is_object() || !msg.contains("error") || !msg.at("error").is_object()) return false;
+  const auto& err = msg.at("error");
+  const auto f = err.find("fatal");
+  return f != err.end() && f->is_boolean() && f->get<bool>();
 }
 
 Capabilities parse_hello_answer(const json& msg) {

@@ -16,10 +16,14 @@
 
 namespace replayssm::exec {
 
-// Throws Error("target.<op>[.<error.field>]", "the target refused: <error.message>") unless msg.ok is true.
+// Throws Error("target.<op>[.<error.field>]", "the target refused: <error.message>") unless msg.ok is true;
+// a fatal error's message adds that the process ended and the next command starts a fresh one.
 // A non-object msg, an "ok" that is not a boolean and an "error" of any shape are read without throwing
 // anything but Error.
 void check_answer_ok(const nlohmann::json& msg, const std::string& op);
+// Whether an error answer says the target process ends after it (error.fatal == true: a sticky device fault,
+// docs/target-protocol.md "Errors"); false for anything else, malformed answers included.
+bool answer_is_fatal(const nlohmann::json& msg);
 
 // The hello answer: "protocol" must be kProtocolName, "version" [major, minor] integers with major ==
 // kProtocolMajor, "capabilities" (optional) per Capabilities::from_json. Error("target.hello.<key>").

@@ -247,6 +247,15 @@ class Connection {
       total.bytes_sent += s.bytes_sent;
       total.bytes_received += s.bytes_received;
     }
+    if (answer_is_fatal(answer.msg)) {
+      // The target ends its process after this answer (a sticky device fault): wait for it to exit so that the
+      // next command of this command line starts a fresh process instead of reaching a dying one.
+      alive_ = false;
+      const auto grace = std::chrono::steady_clock::now() + std::chrono::milliseconds(kShutdownGraceMs);
+      while (child_.running() && std::chrono::steady_clock::now() < grace)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      child_.kill();
+    }
     check_answer_ok(answer.msg, op);
     return answer;
   }

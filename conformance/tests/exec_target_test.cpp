@@ -202,6 +202,31 @@ TEST_F(ExecTarget, FixtureAnswerMisfitsAreNamed) {
 
 // Zeros of the right dtype and shape: PASS on a fixture whose expectations are zeros, FAIL on the golden one,
 // naming the tensor, the worst element (index, coordinates, expected, got) and both tolerances.
+// A fatal error answer (a sticky device fault: every later kernel launch of that process fails the same way)
+// ends the target's process; the next fixture of the same command line is judged by a fresh process instead of
+// inheriting the fault (before, the second fixture failed with "the target process failed earlier" or a broken
+// pipe, blamed on a fixture the target never ran).
+TEST_F(ExecTarget, AFatalErrorAnswerEndsTheProcessAndTheNextFixtureGetsAFreshOne) {
+  Fixture f = load_fixture(kRecurrent);
+  const auto dir = std::filesystem::temp_directory_path() / ("exec-fatal-test-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  for (const auto& name : f.tensor_names("out.")) {
+    auto& t = f.tensors.at(name);
+    t = Tensor::zeros(t.dtype, t.shape);
+  }
+  const std::string zeros = (dir / "zeros__recurrent.safetensors").string();
+  save_fixture(zeros, f);
+  const std::string cmd = command("fixture_fatal_once " + (dir / "marker").string());
+  const auto first = exec::check_fixture_through(cmd, zeros);
+  ASSERT_TRUE(first.covered && !first.ok) << first.str();
+  EXPECT_NE(first.why.find("misaligned address"), std::string::npos) << first.why;
+  EXPECT_NE(first.why.find("fatal: the target ended its process"), std::string::npos) << first.why;
+  const auto second = exec::check_fixture_through(cmd, zeros);
+  EXPECT_TRUE(second.covered && second.ok) << second.str();
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(ExecTarget, FixtureAnswersAreComparedAtTheClaimedTierNamingTheWorstElement) {
   Fixture f = load_fixture(kRecurrent);
   const auto dir = std::filesystem::temp_directory_path() / ("exec-fixture-test-" + std::to_string(::getpid()));

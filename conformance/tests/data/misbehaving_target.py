@@ -7,7 +7,9 @@ stderr_then_exit, and for the `fixture` command (the target claims fixture op "r
 (zeros of every expected dtype and shape), fixture_wrong_shape, fixture_wrong_dtype, fixture_missing,
 fixture_extra, fixture_echo_pool (claims mtp_batch too and answers its input pool unchanged: a commit
 that writes nothing), fixture_pad_ones (the same, claiming pad_outputs_zero, with every output 1.0, PAD rows'
-included), fixture_v10 (answers protocol version 1.0, which has no fixture command, yet claims the op).
+included), fixture_v10 (answers protocol version 1.0, which has no fixture command, yet claims the op),
+fixture_fatal_once MARKER (the first process to get a `fixture` command creates MARKER, answers an error
+marked fatal, as a sticky device fault is, and exits with status 3; later processes behave as fixture_zeros).
 The conv fixture ops (protocol 1.3; these modes claim conv.update and conv.commit with act_dtypes ["BF16"]):
 fixture_conv_echo (answers every state tensor with the input state, zeros elsewhere: a commit that keeps the
 checkpoint, right exactly when n = 0), fixture_conv_missing (leaves out the last expected tensor), and
@@ -113,6 +115,12 @@ while True:
         write_frame({"ok": True})
         continue
     if op == "fixture":
+        if MODE == "fixture_fatal_once" and not os.path.exists(sys.argv[2]):
+            # the first process answers a sticky device fault and exits; later processes answer zeros
+            open(sys.argv[2], "w").close()
+            write_frame({"ok": False, "error": {"field": "", "fatal": True,
+                                                "message": "RuntimeError: Triton Error [CUDA]: misaligned address"}})
+            sys.exit(3)
         outs = sorted(msg["outputs"].items())  # name -> {"dtype", "shape"}
         tensors = []
         for i, (name, spec) in enumerate(outs):

@@ -208,6 +208,12 @@ class _Loop:
             return _error("", f"'{op}' is not implemented by the target ({e})"), None, None
         except Exception as e:  # the target's own bug: a verdict, and the traceback for its author
             traceback.print_exc(file=sys.stderr)
+            if self.target.is_fatal(e):
+                # a sticky device fault: answer it, then end the process so that no later command is judged
+                # on this one's fault (the judge starts a fresh process)
+                answer = _error("", f"{type(e).__name__}: {e}")
+                answer["error"]["fatal"] = True
+                return answer, None, 3
             return _error("", f"{type(e).__name__}: {e}"), None, None
 
     def run(self, stdin) -> int:

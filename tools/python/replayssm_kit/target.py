@@ -171,12 +171,32 @@ class Target:
         `fixture_ops`; the conv ops are advertised only when listed there."""
         raise NotImplementedError("fixture")
 
+    def is_fatal(self, error: BaseException) -> bool:
+        """Whether an exception the target raised leaves this process unable to answer further commands. A
+        device fault (CUDA "misaligned address", "illegal memory access") is sticky: every later kernel launch
+        of the process fails with the same error, so each later command would be judged on an earlier one's
+        fault. When this returns True the error answer carries "fatal": true and the process exits with status
+        3 after writing it; the judge starts a fresh process for the next command (docs/target-protocol.md,
+        "Errors"). The default recognises torch's AcceleratorError and CUDA / HIP / Triton device errors by
+        their messages; override it for other runtimes."""
+        return is_device_fault(error)
+
+
+def is_device_fault(error: BaseException) -> bool:
+    """The default of Target.is_fatal: torch's AcceleratorError, or a message naming a CUDA, HIP or Triton device
+    error (torch's "CUDA error: ...", Triton's "Triton Error [CUDA]: ...", HIP's "HIP error: ...")."""
+    if type(error).__name__ == "AcceleratorError":
+        return True
+    message = str(error)
+    return any(m in message for m in ("CUDA error:", "Triton Error [CUDA]", "HIP error:", "Triton Error [HIP]"))
+
 
 def serve(target: Target, stdin=None, stdout=None) -> int:
     """Serves `target` over the protocol until shutdown or the end of input; returns the exit status (0 after
     shutdown or a clean end of input, 1 after refusing the judge's protocol version, 2 for an unreadable
-    frame). Defaults: sys.stdin.buffer and sys.stdout.buffer; while serving, nothing but frames reaches the
-    real stdout (prints, and writes to file descriptor 1, go to stderr)."""
+    frame, 3 after answering an error that Target.is_fatal says poisons the process). Defaults: sys.stdin.buffer
+    and sys.stdout.buffer; while serving, nothing but frames reaches the real stdout (prints, and writes to file
+    descriptor 1, go to stderr)."""
     from .server import run
 
     return run(target, stdin, stdout)

@@ -174,6 +174,30 @@ def test_target_errors_name_the_field_and_the_loop_goes_on(capsys):
     assert a[3].msg["error"]["field"] == "slot" and a[4].msg["ok"]
 
 
+def test_a_sticky_device_fault_is_answered_as_fatal_and_ends_the_process(capsys):
+    """A CUDA fault poisons every later launch of the process: the answer says fatal, serve() returns 3 and no
+    later command is answered, so the judge judges the next command with a fresh process."""
+    class AcceleratorError(RuntimeError):  # torch's class name for sticky device errors
+        pass
+
+    for fault in (RuntimeError("Triton Error [CUDA]: misaligned address"),
+                  RuntimeError("CUDA error: an illegal memory access was encountered"), AcceleratorError("x")):
+        t = Fake()
+        t.fail = fault
+        a = session(t, HELLO, setup_cmd(), step_cmd(), {"op": "allocate", "slot": 2}, expect_status=3)
+        assert len(a) == 3 and a[2].msg["error"]["fatal"] is True and not a[2].msg["ok"]
+        assert ("allocate", 2) not in t.calls
+    # an ordinary exception is not fatal, and a target can decide otherwise for its runtime
+    t = Fake()
+    t.fail = RuntimeError("shapes do not match")
+    a = session(t, HELLO, setup_cmd(), step_cmd(), {"op": "allocate", "slot": 2})
+    assert "fatal" not in a[2].msg["error"] and a[3].msg["ok"]
+    t.is_fatal = lambda e: "do not match" in str(e)
+    a = session(t, HELLO, setup_cmd(), step_cmd(), {"op": "allocate", "slot": 2}, expect_status=3)
+    assert a[2].msg["error"]["fatal"] is True and len(a) == 3
+    capsys.readouterr()
+
+
 def test_step_inputs_arrive_as_float32_and_rows_as_row_objects():
     t = Fake()
     bits = np.array([0x3F80, 0xC0A0, 0x3E00, 0x0001], dtype=np.uint16)  # 1, -5, 0.125, the smallest subnormal
