@@ -65,6 +65,7 @@ int run_engine_level(const FuzzArgs& a, const EngineLevelArgs& e, const std::str
   else
     std::printf("%-18s ok    %d cases passed  %.2f s  %.3f cases/s\n", r.target.c_str(), r.cases_passed, r.seconds,
                 r.cases_per_second);
+  if (!r.not_covered.empty()) std::printf("  not covered: %s\n", r.not_covered.c_str());
   if (r.failed) {
     std::printf("  reason: %s\n", r.reason.c_str());
     if (!r.dump_path.empty()) std::printf("  replay the shrunk case: replayssm fuzz --replay %s\n", r.dump_path.c_str());
