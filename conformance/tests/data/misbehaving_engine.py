@@ -90,7 +90,9 @@ while True:
     elif op == "snapshot":
         tokens = -1 if MODE == "negative_snapshot_tokens" else 2
         hv, k, v = config["HV"], config["K"], config["V"]
-        shape = [hv, k, v + 1] if MODE == "snapshot_state_wrong_shape" else [hv, k, v] if config["layout"] == "kv" else [hv, v, k]
+        shape = [hv, k, v] if config["layout"] == "kv" else [hv, v, k]
+        if MODE == "snapshot_state_wrong_shape":
+            shape[2] += 1
         width = 2 if config["state_dtype"] == "BF16" else 4
         state = [("state", config["state_dtype"], shape, b"\0" * (width * shape[0] * shape[1] * shape[2]))]
         if MODE == "snapshot_state_missing" or ("layer" not in msg and MODE != "snapshot_state_unasked"):

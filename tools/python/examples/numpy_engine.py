@@ -11,10 +11,11 @@ Prefix snapshots (protocol 0.2, setup option `block` = B > 0), by the track step
 when a committed call (a prefill chunk or a verify commit) takes a request from c0 to c1 committed tokens with
 c1 // B > c0 // B, its snapshot becomes the state after exactly X = c1 // B * B tokens (the call's per-token
 state X - c0, rounded once to the state dtype), written into a slot of the request's own (listed in its slot
-map); rejected drafts never count, and a request the step ends takes none. A snapshot goes when its request stops running or is re-prefilled from zero;
-a fork or prefix hit starts without one. `snapshot_hit` copies the donor's snapshot into a fresh slot
-(copy-on-write) and continues with the donor's first X tokens as history. `migrate` moves a request's state and
-snapshot to other free slots. `--claims none` claims neither capability (an engine as before 0.2).
+map); rejected drafts never count, and a request the step ends takes none. A snapshot goes when its request
+stops running or is re-prefilled from zero; a fork or prefix hit starts without one. `snapshot_hit` copies the
+donor's snapshot into a fresh slot (copy-on-write) and continues with the donor's first X tokens as history.
+`migrate` moves a request's state and snapshot to other free slots. `--claims none` claims neither capability
+(an engine as before 0.2).
 
 Seeded faults (the judge must catch each):
   tokens_after_stop         H11: the stop token is ignored when trimming (the run is cut at max_new only, so
