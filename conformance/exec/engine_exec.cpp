@@ -86,11 +86,16 @@ class EngineExec : public el::RequestEngine {
     require(v.is_array() && v.size() == 2 && v[0].is_number_integer() && v[0].get<int>() == kEngineProtocolMajor,
             "engine.hello.version", "is ", v.dump(), ", this judge speaks ", kEngineProtocolMajor, ".",
             kEngineProtocolMinor);
+    require(v[1].is_number_integer() && v[1].get<std::int64_t>() >= 0, "engine.hello.version", "is ", v.dump(),
+            ": the minor version must be a non-negative integer");
+    const std::int64_t minor = v[1].get<std::int64_t>();
     const json caps = msg.value("capabilities", json::object());
     require(caps.is_object(), "engine.hello.capabilities", "must be an object");
     name_ = caps.value("name", std::string());
     bit_exact_ = caps.value("bit_exact", false);
     tier_ = parse_tier(caps.value("tier", std::string("fp32")), "engine.hello.capabilities.tier");
+    snapshots_ = claim(caps, "prefix_snapshots", minor);
+    migrates_ = claim(caps, "migrates", minor);
   }
 
   std::string name() const override { return "exec:" + command_ + (name_.empty() ? "" : " (" + name_ + ")"); }
@@ -121,6 +126,37 @@ class EngineExec : public el::RequestEngine {
     call(json{{"op", "prefix_hit"}, {"req", req}, {"from", from}, {"max_new", max_new}, {"tokens", prompt[0].T}},
          tokens({prompt}), "prefix_hit");
   }
+  // Version 0.2: prefix snapshots and migration, sent only to an engine that claims them.
+  bool prefix_snapshots() const override { return snapshots_; }
+  bool migrates() const override { return migrates_; }
+  void snapshot_hit(std::int32_t req, std::int32_t from, const std::vector<ref::SequenceInputs>& prompt,
+                    std::int32_t max_new) override {
+    require(snapshots_, "engine.snapshot_hit", "the engine does not claim prefix_snapshots");
+    call(json{{"op", "snapshot_hit"}, {"req", req}, {"from", from}, {"max_new", max_new}, {"tokens", prompt[0].T}},
+         tokens({prompt}), "snapshot_hit");
+  }
+  std::int32_t snapshot_tokens(std::int32_t req) const override {
+    require(snapshots_, "engine.snapshot", "the engine does not claim prefix_snapshots");
+    const Frame a = call(json{{"op", "snapshot"}, {"req", req}}, {}, "snapshot");
+    require(a.tensors.empty(), "engine.snapshot.state", "must not be answered when no layer is asked");
+    return snapshot_boundary(a.msg);
+  }
+  std::vector<float> snapshot_state(std::int32_t req, std::int32_t layer) const override {
+    require(snapshots_, "engine.snapshot", "the engine does not claim prefix_snapshots");
+    const auto& cfg = s_.base.cfg;
+    const Frame a = call(json{{"op", "snapshot"}, {"req", req}, {"layer", layer}}, {}, "snapshot");
+    require(snapshot_boundary(a.msg) > 0, "engine.snapshot.tokens", "is 0 (no snapshot) although request ", req,
+            " was asked for its snapshot state in layer ", layer);
+    const Shape shape = cfg.layout == StateLayout::KV ? Shape{cfg.HV, cfg.K, cfg.V} : Shape{cfg.HV, cfg.V, cfg.K};
+    auto state = answered(a, "state", cfg.state_dtype, shape, "snapshot").to_f32();
+    require(a.tensors.size() == 1, "engine.snapshot", "must answer one tensor, 'state', got ", a.tensors.size());
+    return state;
+  }
+  void migrate(std::int32_t req) override {
+    require(migrates_, "engine.migrate", "the engine does not claim migrates");
+    call(json{{"op", "migrate"}, {"req", req}}, {}, "migrate");
+  }
+
   void fork(std::int32_t req, std::int32_t from) override { call(json{{"op", "fork"}, {"req", req}, {"from", from}}, {}, "fork"); }
   void finish(std::int32_t req) override { call(json{{"op", "finish"}, {"req", req}}, {}, "finish"); }
   void preempt(std::int32_t req) override { call(json{{"op", "preempt"}, {"req", req}}, {}, "preempt"); }
@@ -263,10 +299,31 @@ class EngineExec : public el::RequestEngine {
     return answer;
   }
 
+  // An optional boolean capability of version 0.2; claimed by an engine that answered 0.1 it is refused.
+  static bool claim(const json& caps, const std::string& key, std::int64_t minor) {
+    std::string field = "engine.hello.capabilities.";
+    field.append(key);
+    if (!caps.contains(key)) return false;
+    require(caps.at(key).is_boolean(), field, "must be true or false, got ", caps.at(key).dump());
+    const bool on = caps.at(key).get<bool>();
+    require(!on || minor >= 2, field, "is claimed by an engine answering version 0.", minor,
+            "; it needs 0.2 (the snapshot_hit, snapshot and migrate commands)");
+    return on;
+  }
+  // The "tokens" of a snapshot answer: the block boundary of the request's latest snapshot, 0 for none.
+  std::int32_t snapshot_boundary(const json& msg) const {
+    require(msg.contains("tokens") && msg.at("tokens").is_number_integer(), "engine.snapshot.tokens",
+            "must be an integer (the snapshot's block boundary in tokens, 0 for none)");
+    const auto x = msg.at("tokens").get<std::int64_t>();
+    require(x >= 0 && x <= (1ll << 31) - 1, "engine.snapshot.tokens", "is ", x, ", outside [0, 2^31)");
+    return static_cast<std::int32_t>(x);
+  }
+
   std::string command_;
   std::shared_ptr<Process> proc_;
   std::string name_;
   bool bit_exact_ = false;
+  bool snapshots_ = false, migrates_ = false;
   Tier tier_ = Tier::Fp32;
   el::EngineLevelSetup s_;
   std::int64_t stride_ = 0;

@@ -1,13 +1,18 @@
 // The engine-level exec: bridge against engines that misbehave (data/misbehaving_engine.py): a wrong protocol
 // or version, an error answer, a crash, an output of the wrong shape and a malformed request table are each
-// an Error naming the command and the field (with the process status and stderr where it died).
+// an Error naming the command and the field (with the process status and stderr where it died). Version 0.2:
+// a capability claimed at 0.1 or not as a boolean, a malformed snapshot answer, a crash on snapshot_hit and a
+// hang on migrate likewise; an engine answering 0.1 keeps working and is sent no snapshot or migrate command.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 
 #include "engine_exec.hpp"
 #include "replayssm/error.hpp"
+#include "exec_target.hpp"
 #include "replayssm/reference/engine.hpp"
+#include "replayssm/reference/engine_level/judge.hpp"
 
 using namespace replayssm;
 namespace el = ref::engine_level;
@@ -80,4 +85,78 @@ TEST(EngineExec, AMalformedRequestTableNamesTheEntry) {
   e->setup(s);
   e->admit(0, prompt(s, 3), 4);
   EXPECT_EQ(failure_of([&] { e->requests(); }).field, "engine.requests.requests[0].status");
+}
+
+TEST(EngineExecSnapshots, ACapabilityOf0_2ClaimedAt0_1OrNotABooleanIsRefusedAtHello) {
+  const auto at01 = failure_of([] { exec::make_engine_exec(command("snapshots_at_0_1")); });
+  EXPECT_EQ(at01.field, "engine.hello.capabilities.prefix_snapshots") << at01.message;
+  EXPECT_NE(at01.message.find("needs 0.2"), std::string::npos) << at01.message;
+  EXPECT_EQ(failure_of([] { exec::make_engine_exec(command("snapshots_not_bool")); }).field,
+            "engine.hello.capabilities.prefix_snapshots");
+}
+
+TEST(EngineExecSnapshots, AnEngineAnswering0_1KeepsWorkingAndIsSentNoSnapshotsOrMigrations) {
+  auto s = tiny();
+  auto e = exec::make_engine_exec(command("older"));
+  EXPECT_FALSE(e->prefix_snapshots());
+  EXPECT_FALSE(e->migrates());
+  e->setup(s);
+  e->admit(0, prompt(s, 3), 4);  // the 0.1 commands still work
+  EXPECT_EQ(e->requests().at(0).to_prefill, 3);
+  EXPECT_EQ(failure_of([&] { e->snapshot_tokens(0); }).field, "engine.snapshot");
+  EXPECT_EQ(failure_of([&] { e->migrate(0); }).field, "engine.migrate");
+  // A judge with prefix snapshots refuses it before anything is sent, naming the option.
+  s.options.block = 2;
+  s.base.num_slots = 3 * s.options.max_live + 2;
+  EXPECT_EQ(failure_of([&] { el::EngineJudge(s, exec::make_engine_exec(command("older"))); }).field, "options.block");
+}
+
+TEST(EngineExecSnapshots, AMalformedSnapshotAnswerNamesTheField) {
+  const auto s = tiny();
+  auto query = [&](const std::string& mode, bool state) {
+    auto e = exec::make_engine_exec(command(mode));
+    EXPECT_TRUE(e->prefix_snapshots() && e->migrates()) << mode;
+    e->setup(s);
+    return failure_of([&] {
+      if (state)
+        e->snapshot_state(0, 0);
+      else
+        e->snapshot_tokens(0);
+    });
+  };
+  EXPECT_EQ(query("negative_snapshot_tokens", false).field, "engine.snapshot.tokens");
+  EXPECT_EQ(query("snapshot_state_unasked", false).field, "engine.snapshot.state");
+  const auto missing = query("snapshot_state_missing", true);
+  EXPECT_EQ(missing.field, "engine.snapshot.state") << missing.message;
+  EXPECT_NE(missing.message.find("missing"), std::string::npos) << missing.message;
+  const auto shape = query("snapshot_state_wrong_shape", true);
+  EXPECT_EQ(shape.field, "engine.snapshot.state") << shape.message;
+  EXPECT_NE(shape.message.find("shape"), std::string::npos) << shape.message;
+  // The well-formed answer of the same engine is read: boundary 2, a zero state of the layout's shape.
+  auto e = exec::make_engine_exec(command("snapshot_state_missing"));
+  e->setup(s);
+  EXPECT_EQ(e->snapshot_tokens(0), 2);
+}
+
+TEST(EngineExecSnapshots, ACrashOnSnapshotHitAndAHangOnMigrateAreVerdictsNotHangs) {
+  const auto s = tiny();
+  auto e = exec::make_engine_exec(command("crash_on_snapshot_hit"));
+  e->setup(s);
+  const auto crash = failure_of([&] { e->snapshot_hit(1, 0, prompt(s, 2), 4); });
+  EXPECT_EQ(crash.field, "engine.snapshot_hit") << crash.message;
+  EXPECT_NE(crash.message.find("exited with status 6"), std::string::npos) << crash.message;
+  EXPECT_NE(crash.message.find("no snapshot to restore"), std::string::npos) << crash.message;
+
+  const double was = exec::timeout();
+  exec::set_timeout(1.5);
+  auto h = exec::make_engine_exec(command("hang_on_migrate"));
+  h->setup(s);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto hang = failure_of([&] { h->migrate(0); });
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  exec::set_timeout(was);
+  EXPECT_EQ(hang.field, "engine.migrate") << hang.message;
+  EXPECT_LT(took, 10.0) << hang.message;
+  // The process was killed: the next command says so instead of waiting.
+  EXPECT_EQ(failure_of([&] { h->requests(); }).field, "engine.requests");
 }

@@ -5,6 +5,7 @@
 
 #include "engine_campaign.hpp"
 #include "engine_exec.hpp"
+#include "exec_target.hpp"
 #include "junit.hpp"
 #include "replayssm/error.hpp"
 #include "report.hpp"
@@ -47,6 +48,7 @@ int run_engine_level(const FuzzArgs& a, const EngineLevelArgs& e, const std::str
   if (e.buffers != "both") o.buffers = el::parse_buffering(e.buffers, "buffers");
   o.fault = el::parse_engine_fault(a.fault);
   o.dump_dir = a.dump_dir;
+  exec::set_timeout(a.target_timeout);  // an engine process that hangs is given up after this many seconds
   if (shard.sharded())
     std::printf("shard %s: %d of %d cases from seed %llu (campaign seed %llu)\n", shard.str().c_str(), o.cases, a.cases,
                 static_cast<unsigned long long>(o.seed), static_cast<unsigned long long>(a.seed));
@@ -65,6 +67,7 @@ int run_engine_level(const FuzzArgs& a, const EngineLevelArgs& e, const std::str
   else
     std::printf("%-18s ok    %d cases passed  %.2f s  %.3f cases/s\n", r.target.c_str(), r.cases_passed, r.seconds,
                 r.cases_per_second);
+  if (!r.not_covered.empty()) std::printf("  not covered: %s\n", r.not_covered.c_str());
   if (r.failed) {
     std::printf("  reason: %s\n", r.reason.c_str());
     if (!r.dump_path.empty()) std::printf("  replay the shrunk case: replayssm fuzz --replay %s\n", r.dump_path.c_str());

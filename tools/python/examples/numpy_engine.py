@@ -7,8 +7,23 @@ by copying, the accepted run trimmed at the stop token and at max_new (the earli
 preemption (the history is prefilled again from zero on resume). The math is replay_math's float32 token step;
 a committed state is rounded once to the state dtype.
 
-`--fault tokens_after_stop` seeds the H11 slip: the stop token is ignored when trimming (the run is cut at
-max_new only, so tokens after the end-of-generation token are committed); the judge must catch it.
+Prefix snapshots (protocol 0.2, setup option `block` = B > 0), by the track step rule of docs/lifecycle.md:
+when a committed call (a prefill chunk or a verify commit) takes a request from c0 to c1 committed tokens with
+c1 // B > c0 // B, its snapshot becomes the state after exactly X = c1 // B * B tokens (the call's per-token
+state X - c0, rounded once to the state dtype), written into a slot of the request's own (listed in its slot
+map); rejected drafts never count, and a request the step ends takes none. A snapshot goes when its request
+stops running or is re-prefilled from zero; a fork or prefix hit starts without one. `snapshot_hit` copies the
+donor's snapshot into a fresh slot (copy-on-write) and continues with the donor's first X tokens as history.
+`migrate` moves a request's state and snapshot to other free slots. `--claims none` claims neither capability
+(an engine as before 0.2).
+
+Seeded faults (the judge must catch each):
+  tokens_after_stop         H11: the stop token is ignored when trimming (the run is cut at max_new only, so
+                            tokens after the end-of-generation token are committed)
+  snapshot_at_run_end       H10: the snapshot is the state after the whole committed call (c1 tokens), not at
+                            the block boundary X it crossed
+  migration_drops_snapshot  H16: a migration moves the committed state and leaves the snapshot behind (the
+                            request keeps no snapshot afterwards)
 """
 
 from __future__ import annotations
@@ -27,7 +42,7 @@ from replay_math import Recurrence, round_bf16  # noqa: E402
 from replayssm_kit.engine import EngineTarget, serve_engine  # noqa: E402
 from replayssm_kit.target import TargetError  # noqa: E402
 
-FAULTS = ("tokens_after_stop",)
+FAULTS = ("tokens_after_stop", "snapshot_at_run_end", "migration_drops_snapshot")
 NAMES = ("q", "k", "v", "a", "b")
 
 
@@ -40,11 +55,12 @@ def cut(x: list, t0: int, t1: int) -> list:
 
 
 class NumpyEngine(EngineTarget):
-    def __init__(self, fault: str | None = None):
-        self.fault = fault
+    def __init__(self, fault: str | None = None, claims: bool = True):
+        self.fault, self.claims = fault, claims
 
     def capabilities(self) -> dict:
-        return {"name": "numpy-engine" + (f"+{self.fault}" if self.fault else ""), "tier": "fp32", "bit_exact": False}
+        return {"name": "numpy-engine" + (f"+{self.fault}" if self.fault else ""), "tier": "fp32", "bit_exact": False,
+                "prefix_snapshots": self.claims, "migrates": self.claims}
 
     def setup(self, setup: dict, options: dict, params: list) -> None:
         cfg = setup["config"]
@@ -56,6 +72,9 @@ class NumpyEngine(EngineTarget):
         self.math_shape = (cfg["HV"], cfg["K"], cfg["V"])
         self.shape = self.math_shape if self.kv else (cfg["HV"], cfg["V"], cfg["K"])
         self.pools = [np.full((self.S, self.stride), setup["poison"], dtype=np.float32) for _ in range(self.L)]
+        self.block = options.get("block", 0)
+        if type(self.block) is not int or self.block < 0 or (self.block and not self.claims):
+            raise TargetError("options.block", f"is {self.block!r}: not a prefix-cache block this engine keeps")
         self.reqs = {}
 
     # --- slots ---------------------------------------------------------------------------------------------
@@ -67,12 +86,23 @@ class NumpyEngine(EngineTarget):
         S = round_bf16(S) if self.bf16 else S
         self.pools[l][slot, : self.E] = (S if self.kv else S.transpose(0, 2, 1)).reshape(-1)
 
-    def _alloc(self) -> int:
-        used = {r["slot"] for r in self.reqs.values() if r["status"] == "running"}
+    def _copy(self, dst, src):
+        for l in range(self.L):
+            self.pools[l][dst, : self.E] = self.pools[l][src, : self.E]
+
+    def _slots(self, r) -> list:
+        return [r["slot"]] + ([r["snap_slot"]] if r["snap_slot"] is not None else [])
+
+    def _alloc(self, exclude=frozenset()) -> int:
+        used = {s for r in self.reqs.values() if r["status"] == "running" for s in self._slots(r)} | set(exclude)
         for s in range(self.S):
             if s not in used:
                 return s
         raise TargetError("slots", "no free slot")
+
+    @staticmethod
+    def _drop_snapshot(r):
+        r.update(snap_slot=None, snap=0)
 
     def _req(self, req, status="running"):
         r = self.reqs.get(req)
@@ -85,15 +115,14 @@ class NumpyEngine(EngineTarget):
         if req in self.reqs:
             raise TargetError("req", f"request {req} already exists")
         self.reqs[req] = {"status": "running", "slot": self._alloc(), "history": cut(prompt, 0, 0), "pending": prompt,
-                          "fresh": True, "generated": 0, "max_new": max_new}
+                          "fresh": True, "generated": 0, "max_new": max_new, "snap_slot": None, "snap": 0}
 
     def _derive(self, req, source):
         src = self._req(source)
         if req in self.reqs or src["pending"][0]["q"].shape[0]:
             raise TargetError("req", f"cannot derive request {req} from {source}")
-        r = dict(src, slot=self._alloc())
-        for l in range(self.L):
-            self.pools[l][r["slot"], : self.E] = self.pools[l][src["slot"], : self.E]
+        r = dict(src, slot=self._alloc(), snap_slot=None, snap=0)  # the snapshot stays the donor's
+        self._copy(r["slot"], src["slot"])
         self.reqs[req] = r
         return r
 
@@ -104,11 +133,38 @@ class NumpyEngine(EngineTarget):
         r = self._derive(req, source)
         r.update(pending=prompt, generated=0, max_new=max_new)
 
+    def snapshot_hit(self, req, source, prompt, max_new):
+        src = self._req(source)
+        if req in self.reqs or not src["snap"]:
+            raise TargetError("from", f"request {source} holds no prefix snapshot for request {req}")
+        r = {"status": "running", "slot": self._alloc(), "history": cut(src["history"], 0, src["snap"]),
+             "pending": prompt, "fresh": False, "generated": 0, "max_new": max_new, "snap_slot": None, "snap": 0}
+        self._copy(r["slot"], src["snap_slot"])  # copy-on-write: the donor's snapshot stays where it is
+        self.reqs[req] = r
+
+    def migrate(self, req):
+        r = self._req(req)
+        slot = self._alloc()  # free slots only: the request's own stay taken until it has moved
+        snap_slot = self._alloc(exclude={slot}) if r["snap_slot"] is not None else None
+        self._copy(slot, r["slot"])
+        r["slot"] = slot
+        if snap_slot is None:
+            return
+        if self.fault == "migration_drops_snapshot":
+            self._drop_snapshot(r)
+            return
+        self._copy(snap_slot, r["snap_slot"])
+        r["snap_slot"] = snap_slot
+
     def finish(self, req):
-        self._req(req)["status"] = "finished"
+        r = self._req(req)
+        r["status"] = "finished"
+        self._drop_snapshot(r)
 
     def preempt(self, req):
-        self._req(req)["status"] = "preempted"
+        r = self._req(req)
+        r["status"] = "preempted"
+        self._drop_snapshot(r)
 
     def resume(self, req):
         r = self._req(req, "preempted")
@@ -144,12 +200,25 @@ class NumpyEngine(EngineTarget):
                 n = min(stop or e["accepted"], budget)
                 ends = stop > 0 or (stop or e["accepted"]) >= budget
                 r["generated"] += n
+            c0 = r["history"][0]["q"].shape[0]
             if n:
                 for l in range(self.L):
                     self._put(l, r["slot"], states[l][n - 1])
                 r["history"] = cat(r["history"], cut(tokens, 0, n))
+            B = self.block
+            # The track step: the last boundary this commit crossed (not for a request this step ends: its
+            # snapshot would go at once, and a slot nobody holds after the step must not be written).
+            if B and (c0 + n) // B > c0 // B and not ends:
+                X = (c0 + n) // B * B
+                at = n if self.fault == "snapshot_at_run_end" else X - c0
+                if r["snap_slot"] is None:
+                    r["snap_slot"] = self._alloc()
+                for l in range(self.L):
+                    self._put(l, r["snap_slot"], states[l][at - 1])
+                r["snap"] = X
             if ends:
                 r["status"] = "finished"
+                self._drop_snapshot(r)
             out.append(outs)
         return out
 
@@ -163,7 +232,13 @@ class NumpyEngine(EngineTarget):
         return self.pools[layer][self._req(req)["slot"], : self.E].reshape(self.shape)
 
     def slot_map(self):
-        return {q: [r["slot"]] for q, r in self.reqs.items() if r["status"] == "running"}
+        return {q: self._slots(r) for q, r in self.reqs.items() if r["status"] == "running"}
+
+    def snapshot(self, req, layer):
+        r = self._req(req)
+        if layer is None or not r["snap"]:
+            return r["snap"], None
+        return r["snap"], self.pools[layer][r["snap_slot"], : self.E].reshape(self.shape)
 
     def pool(self, layer):
         return self.pools[layer]
@@ -172,7 +247,10 @@ class NumpyEngine(EngineTarget):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fault", choices=FAULTS, default=None, help="seed one bookkeeping bug")
-    return serve_engine(NumpyEngine(ap.parse_args(argv).fault))
+    ap.add_argument("--claims", choices=("all", "none"), default="all",
+                    help="claim prefix_snapshots and migrates (all) or neither (none: an engine as before 0.2)")
+    args = ap.parse_args(argv)
+    return serve_engine(NumpyEngine(args.fault, args.claims == "all"))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,13 @@ script with `raise SystemExit(rk.serve(MyTarget()))`, and run
 `replayssm fuzz --target exec:'python3 my_target.py' --preset tiny-gdn` (or pytest_helper.fuzz_target).
 rk.read_frame / rk.write_frame / rk.digest64 are the protocol's frames and digest for other tools.
 
+An engine that owns its bookkeeping (slots, batch order, trimming, commit timing, prefix snapshots), through
+the engine level of the protocol (docs/target-protocol.md, "Engine level", version 0.2): subclass
+replayssm_kit.engine.EngineTarget, end the script with `raise SystemExit(serve_engine(MyEngine()))`, and run
+`replayssm fuzz --level engine --target exec:'python3 my_engine.py' --preset tiny-gdn`. Prefix snapshots
+(snapshot_hit, snapshot) and migrate are declined unless capabilities() claims "prefix_snapshots" /
+"migrates"; tools/python/examples/numpy_engine.py is a complete engine that claims both.
+
 Trace fixtures, the lifecycle without the CLI: replay_trace(path, MyTarget()) makes the recorded calls and checks
 outputs, committed states and untouched slots at the tier the target claims (replayssm_kit.replay).
 

@@ -8,6 +8,11 @@ is judged from request events. Subclass EngineTarget and end the script with
 Token inputs arrive as dicts of float32 arrays per layer: {"q": [n, H, K], "k": [n, H, K], "v": [n, HV, V],
 "a": [n, HV, a_width], "b": [n, HV]}. Errors raised as TargetError(field, message) are answered as error
 verdicts; the process keeps serving.
+
+Version 0.2 adds prefix snapshots (the track step rule, `snapshot_hit`, the `snapshot` query) and `migrate`.
+An engine takes part by claiming `"prefix_snapshots": True` / `"migrates": True` in capabilities() and
+overriding snapshot_hit() and snapshot() / migrate(); by default it claims neither, is never sent them, and the
+campaign reports them as not covered. To a judge speaking 0.1 the kit answers 0.1 and claims neither.
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ from .session import Session, integer
 from .target import TargetError
 
 PROTOCOL_NAME = "replayssm.engine"
-VERSION = (0, 1)
+VERSION = (0, 2)
+# Capabilities a judge older than 0.2 does not know: never claimed to one.
+CAPABILITIES_0_2 = ("prefix_snapshots", "migrates")
 STATUSES = ("running", "finished", "preempted")
 
 
@@ -38,8 +45,9 @@ class EngineTarget:
 
     def setup(self, setup: dict, options: dict, params: list) -> None:
         """A new case: setup as in the target protocol (config, num_slots, slot_stride, max_T, ...; poison as a
-        float), options {"max_live", "commit", "buffers"} (conventions the engine may ignore), params[l] =
-        (A_log [HV], dt_bias [HV, a_width])."""
+        float), options {"max_live", "commit", "buffers"} (conventions the engine may ignore) and, only for an
+        engine claiming prefix_snapshots, "block" (> 0: keep prefix snapshots of that block; absent: none),
+        params[l] = (A_log [HV], dt_bias [HV, a_width])."""
         raise NotImplementedError("setup")
 
     def admit(self, req: int, prompt: list, max_new: int) -> None:
@@ -50,6 +58,25 @@ class EngineTarget:
 
     def fork(self, req: int, source: int) -> None:
         raise NotImplementedError("fork")
+
+    # --- version 0.2, each behind a capability (declined unless claimed and overridden) -----------------------
+    def snapshot_hit(self, req: int, source: int, prompt: list, max_new: int) -> None:
+        """A new request whose prompt starts with the first X tokens `source` committed, X the block boundary of
+        `source`'s latest prefix snapshot, restored from that snapshot into a slot of its own (copy-on-write),
+        then `prompt` new tokens to prefill; generated starts at 0, it has no snapshot of its own yet.
+        Capability `prefix_snapshots` (setup option `block` > 0)."""
+        raise TargetError("op", "snapshot_hit: this engine keeps no prefix snapshots")
+
+    def snapshot(self, req: int, layer) -> tuple:
+        """(X, state): the block boundary X of a running request's latest prefix snapshot (0: none) and, when
+        layer is not None and X > 0, the snapshot's state in that layer ([HV, K, V] or [HV, V, K]), else None.
+        A query: it must not change the engine. Capability `prefix_snapshots`."""
+        raise TargetError("op", "snapshot: this engine keeps no prefix snapshots")
+
+    def migrate(self, req: int) -> None:
+        """Move a running request to other slots (defragmentation): every persistent part of its state goes
+        along (state, snapshot, ring records and cursors), nothing observable changes. Capability `migrates`."""
+        raise TargetError("op", "migrate: this engine does not migrate")
 
     def step(self, entries: list, windows: list) -> list:
         """entries[i] = {"req", "T", "accepted", "eog_at"} in sampler order; windows[i][l] the verify window's
@@ -90,6 +117,7 @@ def _error(field: str, message: str) -> dict:
 class _Loop:
     def __init__(self, engine: EngineTarget, out):
         self.engine, self.out, self.session, self.greeted = engine, out, None, False
+        self.claims = {}
 
     def _tokens(self, frame, counts: list) -> list:
         """Per entry, per layer, input dicts cut from the packed q.l, k.l, ... tensors."""
@@ -109,9 +137,17 @@ class _Loop:
         v = msg.get("version")
         if not (isinstance(v, list) and len(v) == 2 and v[0] == VERSION[0]):
             raise TargetError("version", f"{v!r} is not supported (this kit speaks {VERSION[0]}.{VERSION[1]})")
+        caps = dict(self.engine.capabilities() or {})
+        for key in CAPABILITIES_0_2:
+            if key in caps and type(caps[key]) is not bool:
+                raise TargetError(f"capabilities.{key}", f"must be True or False, got {caps[key]!r}")
+        # Answer the judge's minor when it is older, and claim nothing it would not know.
+        minor = v[1] if type(v[1]) is int and 0 <= v[1] < VERSION[1] else VERSION[1]
+        if minor < 2:
+            caps = {k: x for k, x in caps.items() if k not in CAPABILITIES_0_2}
+        self.claims = {k: caps.get(k, False) for k in CAPABILITIES_0_2}
         self.greeted = True
-        return {"protocol": PROTOCOL_NAME, "version": list(VERSION),
-                "capabilities": dict(self.engine.capabilities() or {})}, None
+        return {"protocol": PROTOCOL_NAME, "version": [VERSION[0], minor], "capabilities": caps}, None
 
     def setup(self, frame):
         self.session = None
@@ -134,6 +170,41 @@ class _Loop:
         n = integer(m, "tokens", "tokens", 1)
         self.engine.prefix_hit(integer(m, "req", "req", 0), integer(m, "from", "from", 0), self._tokens(frame, [n])[0],
                                integer(m, "max_new", "max_new", 1))
+        return {}, None
+
+    def _claimed(self, key: str, op: str):
+        if not self.claims.get(key):
+            raise TargetError("op", f"'{op}' needs the {key} capability, which this engine did not claim")
+
+    def snapshot_hit(self, frame):
+        self._claimed("prefix_snapshots", "snapshot_hit")
+        m = frame.msg
+        n = integer(m, "tokens", "tokens", 1)
+        self.engine.snapshot_hit(integer(m, "req", "req", 0), integer(m, "from", "from", 0),
+                                 self._tokens(frame, [n])[0], integer(m, "max_new", "max_new", 1))
+        return {}, None
+
+    def snapshot(self, frame):
+        self._claimed("prefix_snapshots", "snapshot")
+        s, m = self.session, frame.msg
+        layer = integer(m, "layer", "layer", 0) if "layer" in m else None
+        if layer is not None and layer >= s.L:
+            raise TargetError("layer", f"is {layer}, the model has {s.L} layers")
+        answer = self.engine.snapshot(integer(m, "req", "req", 0), layer)
+        if not (isinstance(answer, tuple) and len(answer) == 2):
+            raise TargetError("snapshot", "snapshot() must return (tokens, state)")
+        tokens, state = answer
+        if type(tokens) is not int or tokens < 0:
+            raise TargetError("tokens", f"the snapshot boundary must be a non-negative int, got {tokens!r}")
+        if layer is None or tokens == 0:
+            return {"tokens": tokens}, None
+        if state is None:
+            raise TargetError("state", f"snapshot at {tokens} tokens but no state for layer {layer}")
+        return {"tokens": tokens}, {"state": (to_wire(state, s.state, s.state_shape, "state"), s.state)}
+
+    def migrate(self, frame):
+        self._claimed("migrates", "migrate")
+        self.engine.migrate(integer(frame.msg, "req", "req", 0))
         return {}, None
 
     def fork(self, frame):
@@ -204,7 +275,7 @@ class _Loop:
         return {}, None
 
     COMMANDS = ("hello", "setup", "admit", "prefix_hit", "fork", "step", "finish", "preempt", "resume", "requests",
-                "committed_state", "slot_map", "pool", "shutdown")
+                "committed_state", "slot_map", "pool", "shutdown", "snapshot_hit", "snapshot", "migrate")
 
     def answer(self, frame):
         op = frame.msg.get("op")
