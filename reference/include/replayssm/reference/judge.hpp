@@ -13,8 +13,9 @@
 //      the read slot of an out-of-place commit stays bitwise unchanged.
 // With the conv component (EngineSetup::conv, conv_component.hpp), then:
 //   6. conv outputs of every real row against the per-request truth (conv_update from the request's committed
-//      window before the step over the row's raw inputs), on both sides: bit-exact for the oracle and for a
-//      bit-exact target, else within conv_output_bound (conv.hpp; docs/numerics.md, "Short convolution");
+//      window before the step over the row's raw inputs), on both sides: bit-exact against the kernel-faithful
+//      binary32 path for the oracle and a bit-exact target, else against the binary64 truth within
+//      conv_output_bound (conv.hpp; docs/numerics.md, "Short convolution"), at every judged tier;
 //      PAD rows' conv outputs exactly zero (oracle; a target that claims PAD zeros); every resident request's
 //      committed window on both sides bit for bit against the truth of its history (the last W - 1 raw inputs,
 //      rounded to the conv state dtype: data movement, exact at every tier); every conv window outside the
