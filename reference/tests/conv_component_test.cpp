@@ -6,12 +6,18 @@
 
 #include <array>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "campaign.hpp"
+#include "fuzz_case.hpp"
+#include "lifecycle.hpp"
+#include "trace_gen.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/reference/judge.hpp"
 #include "replayssm/reference/recording_target.hpp"
+#include "replayssm/testing/field_of.hpp"
 
 using namespace replayssm;
 using ref::Cmd;
@@ -266,5 +272,57 @@ TEST(ConvComponent, JudgeSeesAConvWindowWrittenOutsideTheWriteSetAndAWrittenGap)
     EXPECT_EQ(at, 4) << why;
     EXPECT_NE(why.find("conv window of slot 3 (layer 0) changed although the command committed n = 0 for it"),
               std::string::npos) << why;
+  }
+}
+
+// A failing case with the conv component is dumped with `setup.conv` and replays with it (the reader is as
+// strict about it as about the rest of the setup); a trace cannot hold it, so exporting one is refused.
+TEST(ConvComponent, FuzzCaseWithConvRoundTripsReplaysAndIsNotExportedAsATrace) {
+  fuzz::FuzzCase c;
+  c.setup = conv_setup(3, DType::BF16);
+  c.target = "replay";
+  c.fault = Fault::ConvCommitKeepsWindowTail;
+  c.commands = script();
+  c.reason = "r";
+  const auto file = fuzz::fuzz_case_file(c);
+  const auto back = fuzz::parse_fuzz_case(file);
+  ASSERT_TRUE(back.setup.conv.has_value());
+  EXPECT_EQ(back.setup.to_json(), c.setup.to_json());
+  const std::string why = fuzz::replay_sequence(back.setup, back.target, back.fault, back.commands);
+  EXPECT_EQ(why.rfind("command 3 ", 0), 0u) << why;
+  EXPECT_EQ(fuzz::replay_sequence(back.setup, back.target, Fault::None, back.commands), "");
+  auto bad = file;
+  auto j = nlohmann::json::parse(bad.metadata.at("setup"));
+  j["conv"]["kernel_size"] = 1;
+  bad.metadata["setup"] = j.dump();
+  EXPECT_EQ(replayssm::testing::field_of([&] { fuzz::parse_fuzz_case(bad); }), "__metadata__.setup.conv.kernel_size");
+  EXPECT_EQ(replayssm::testing::field_of([&] { fuzz::export_trace(back, "/nonexistent/never-written.safetensors", "test"); }),
+            "setup.conv");
+}
+
+// A campaign hunting a conv fault without conv cases would pass a faulty target: refused, naming the option.
+// With --conv mix it is caught; a correct target passes conv cases on every reference design.
+TEST(ConvComponent, CampaignRunsConvCasesOnlyWhenAskedAndRefusesAConvFaultWithout) {
+  fuzz::FuzzOptions o;
+  o.cfg = preset("tiny-kda");
+  o.target = "replay";
+  o.fault = Fault::ConvWindowNotCopied;
+  o.cases = 100;
+  o.seed = 4;
+  o.dump_dir = ::testing::TempDir();
+  EXPECT_EQ(replayssm::testing::field_of([&] { fuzz::run_fuzz(o, nullptr); }), "conv");
+  o.conv = fuzz::ConvMix::Mix;
+  const auto r = fuzz::run_fuzz(o, nullptr);
+  EXPECT_TRUE(r.failed) << r.reason;
+  EXPECT_NE(r.reason.find("conv window"), std::string::npos) << r.reason;
+  if (!r.dump_path.empty()) std::filesystem::remove(r.dump_path);
+  o.fault = Fault::None;
+  o.conv = fuzz::ConvMix::On;
+  o.cases = 30;
+  for (const char* t : {"replay", "ring", "full_state"}) {
+    o.target = t;
+    const auto ok = fuzz::run_fuzz(o, nullptr);
+    EXPECT_FALSE(ok.failed) << t << ": " << ok.reason;
+    EXPECT_EQ(ok.not_covered, "") << t;
   }
 }
