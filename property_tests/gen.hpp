@@ -55,7 +55,18 @@ inline rc::Gen<ref::EngineSetup> lifecycle_setup(bool ring_exact) {
     const int max_T = *rc::gen::oneOf(in(1, 7), rc::gen::element(8, 12));
     // A quarter of the cases draw the gates of trained models (inputs.hpp, GateRange::Realistic).
     const auto gates = *in(0, 4) == 3 ? ref::GateRange::Realistic : ref::GateRange::Benign;
-    return ref::make_setup(cfg, seed, *in(3, 7), max_T, gates);
+    auto setup = ref::make_setup(cfg, seed, *in(3, 7), max_T, gates);
+    // A quarter of the cases carry the conv component (conv_component.hpp; dropped by check_lifecycle for a
+    // target that keeps no conv state): kernel sizes 2..5 (W = 4 in the shipped models), F32 or BF16 windows,
+    // SiLU or none, with or without bias. Drawn last, so the draws above are those of a case without it.
+    if (*in(0, 4) == 3) {
+      const int W = *in(2, 6);
+      const DType window_dtype = *rc::gen::element(DType::F32, DType::BF16);
+      const auto act = *rc::gen::element(ref::ConvActivation::Silu, ref::ConvActivation::None);
+      const bool bias = *rc::gen::arbitrary<bool>();
+      setup.conv = ref::make_conv_setup(cfg, seed ^ 0xc0ffeeull, W, window_dtype, act, bias);
+    }
+    return setup;
   });
 }
 

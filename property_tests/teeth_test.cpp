@@ -114,6 +114,11 @@ std::string margin(const TierOutcome& o) {
        << " for " << r.worst_ref << "): beyond every budget";
     return os.str();
   }
+  if (o.tolerance.kind == Tolerance::Kind::Exact) {  // a comparison exact at every tier (a conv window)
+    os << "compared exactly at every tier (data movement: no rounding to budget for; " << r.mismatches
+       << " elements differ, max|d| " << r.max_abs << ")";
+    return os.str();
+  }
   double m = r.worst_excess;
   if (o.tolerance.kind == Tolerance::Kind::Budget) m = std::max(m, r.rel_rms / o.tolerance.ratio);
   os << "effect " << m << "x the budget (" << o.tolerance.str() << "; rel_rms " << r.rel_rms << ", max|d| "

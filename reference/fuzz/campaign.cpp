@@ -39,9 +39,23 @@ ref::GateRange case_gates(GateMix mix, std::uint64_t case_seed) {
   return mix == GateMix::Realistic ? ref::GateRange::Realistic : ref::GateRange::Benign;
 }
 
+ConvMix parse_conv_mix(const std::string& s, const std::string& field) {
+  if (s == "off") return ConvMix::Off;
+  if (s == "mix") return ConvMix::Mix;
+  if (s == "on") return ConvMix::On;
+  fail(field, "unknown conv mix '", s, "' (off, mix, on)");
+}
+
+bool case_conv(ConvMix mix, std::uint64_t case_seed) {
+  if (mix == ConvMix::Mix) return derive_seed(case_seed, 0xc0a7) % 4 == 0;
+  return mix == ConvMix::On;
+}
+
 namespace {
 ref::EngineSetup setup_for(const FuzzOptions& opt, std::uint64_t case_seed) {
   auto s = ref::make_setup(opt.cfg, case_seed, opt.num_slots, opt.max_T, case_gates(opt.gates, case_seed));
+  if (case_conv(opt.conv, case_seed))
+    s.conv = ref::make_conv_setup(opt.cfg, derive_seed(case_seed, 0xc0a7), 4, opt.cfg.act_dtype);
   s.recon = opt.recon;
   s.record_dtype = opt.ring_record_dtype;
   return s;
@@ -74,6 +88,8 @@ FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress) {
       return rep;
     }
     if (!probe->implements_copy()) rep.not_covered = "copy (the target does not implement copy_slot)";
+    if (opt.conv != ConvMix::Off && !probe->conv_state())
+      rep.not_covered += std::string(rep.not_covered.empty() ? "" : "; ") + "conv (the target keeps no conv windows)";
   }
   if (opt.fault != ref::Fault::None) {
     const auto ts = ref::fault_targets(opt.fault);
@@ -81,6 +97,8 @@ FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress) {
     for (const auto& t : ts) list += (list.empty() ? "" : ", ") + t;
     require(std::find(ts.begin(), ts.end(), opt.target) != ts.end(), "fault",
             "fault '", ref::to_string(opt.fault), "' exists only in target(s) ", list, ", not in '", opt.target, "'");
+    require(!ref::conv_fault(opt.fault) || opt.conv != ConvMix::Off, "conv", "fault '", ref::to_string(opt.fault),
+            "' lives in the conv component: run it with --conv mix or --conv on");
     if (const auto recon = ref::fault_reconstruction(opt.fault))
       require(opt.recon == *recon, "recon", "fault '", ref::to_string(opt.fault), "' lives in the ",
               ref::to_string(*recon), " reconstruction: run it with --recon ", ref::to_string(*recon));

@@ -22,6 +22,12 @@ enum class GateMix : std::uint8_t { Mix, Benign, Realistic };
 GateMix parse_gate_mix(const std::string& s, const std::string& field);  // "mix", "benign", "realistic"
 // The gate range of the case with this seed under `mix`.
 ref::GateRange case_gates(GateMix mix, std::uint64_t case_seed);
+// Which cases carry the conv component (conv_component.hpp: W = 4, SiLU, no bias, windows in the activation
+// dtype, as Qwen3-Next / Qwen3.5 / Kimi Linear ship it): Off none (the default), Mix a quarter (chosen by the
+// case seed), On every case. A target that keeps no conv windows runs its cases without (not covered).
+enum class ConvMix : std::uint8_t { Off, Mix, On };
+ConvMix parse_conv_mix(const std::string& s, const std::string& field);  // "off", "mix", "on"
+bool case_conv(ConvMix mix, std::uint64_t case_seed);
 
 struct FuzzOptions {
   std::string target = "replay";   // a target kind (ref::target_kinds())
@@ -35,6 +41,7 @@ struct FuzzOptions {
   DType ring_record_dtype = DType::F32;
   ref::Fault fault = ref::Fault::None;
   GateMix gates = GateMix::Mix;
+  ConvMix conv = ConvMix::Off;
   std::string dump_dir;            // where a failing case is written ("" = current directory)
 };
 

@@ -24,7 +24,7 @@ ref::EngineSetup parse_setup(const std::string& text) {
   const std::string f = meta_field("setup");
   const nlohmann::json sj = parse_strict_json(text, f);
   require_only_keys(sj, {"config", "num_slots", "slot_stride", "max_T", "ring_B", "ring_T", "recon",
-                         "ring_record_dtype", "page_tokens", "pad_convention", "gates"}, f);
+                         "ring_record_dtype", "page_tokens", "pad_convention", "gates", "conv"}, f);
   auto num = [&](const char* key, std::int64_t lo, std::int64_t hi) {
     return json_int(require_key(sj, key, f), f + "." + key, lo, hi);
   };
@@ -52,6 +52,7 @@ ref::EngineSetup parse_setup(const std::string& text) {
     require(s.num_slots >= 2, f + ".pad_convention", "reserves a slot and needs num_slots >= 2");
   }
   if (sj.contains("gates")) s.gates = ref::parse_gate_range(str("gates"), f + ".gates");  // absent: benign
+  if (sj.contains("conv")) s.conv = ref::ConvSetup::from_json(sj.at("conv"), s.cfg, f + ".conv");  // absent: off
   const std::int64_t stride = s.slot_stride == 0 ? s.cfg.state_elems() : s.slot_stride;
   require(stride >= s.cfg.state_elems(), f + ".slot_stride", "must be 0 or >= HV*K*V = ", s.cfg.state_elems());
   // Pool bytes, overflow-safe: every factor is positive.

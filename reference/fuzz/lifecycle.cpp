@@ -319,6 +319,7 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
     s.pad_convention = conv[*uniform<std::size_t>(0, conv.size())];
     graph = probe->graph_padding();
     out_of_place = probe->out_of_place_commit();  // traces record out-of-place commits too
+    if (!probe->conv_state()) s.conv.reset();      // the conv component: only on a target that keeps conv windows
   }
   LifecycleModel m0;
   m0.num_slots = s.num_slots;
@@ -366,6 +367,7 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
     RC_CLASSIFY(mixed, "mixed widths in a batch");
     RC_TAG("pad " + ref::to_string(s.pad_convention));
     RC_TAG("gates " + ref::to_string(s.gates));
+    RC_CLASSIFY(s.conv.has_value(), "conv");
   } catch (...) {
     if (!sut.failure.empty()) {
       if (last_failure) *last_failure = sut.judge.executed();

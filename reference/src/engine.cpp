@@ -33,6 +33,8 @@ constexpr std::uint64_t kPadSeed = 0xfadull;
 Engine::Engine(std::unique_ptr<Target> target, const EngineSetup& setup, Fault bookkeeping_fault)
     : target_(std::move(target)), setup_(setup), fault_(bookkeeping_fault) {
   setup_.validate();
+  require(!setup_.conv || target_->conv_state(), "setup.conv", "target '", target_->name(),
+          "' keeps no conv state: a setup with the conv component needs one that claims conv_state");
   target_->setup(setup_);
 }
 
@@ -74,6 +76,8 @@ std::vector<std::vector<float>> Engine::execute(const Cmd& c) {
   last_kept_.clear();
   last_read_only_.clear();
   last_rows_.clear();
+  last_inputs_.clear();
+  last_conv_outputs_.clear();
   switch (c.kind) {
     case Cmd::Kind::Admit: admit(c); return {};
     case Cmd::Kind::Finish: finish(c); return {};
@@ -251,12 +255,15 @@ std::vector<std::vector<float>> Engine::step(const Cmd& c) {
   }
   if (setup_.pad_convention == PadConvention::PadSlot) last_written_.push_back(setup_.pad_sentinel());
   auto out = target_->step(wire_rows(s.rows), s.packed);
+  last_inputs_ = s.packed;
+  if (setup_.conv) last_conv_outputs_ = target_->conv_step(wire_rows(s.rows), s.packed);
   for (std::size_t i = 0; i < s.rows.size(); ++i) {
     if (!s.spec[i] || s.rows[i].kind != RowKind::Verify) continue;
     s.rows[i].row.accepted = commit_length(*s.spec[i]);
     if (s.rows[i].row.accepted == 0) last_kept_.push_back(s.rows[i].row.write_slot);
   }
   target_->commit(wire_rows(s.rows));
+  if (setup_.conv) target_->conv_commit(wire_rows(s.rows));
   record_commits(s);
   if (c.graph > 0) {  // the captured buffer keeps what this step wrote into its first c.graph rows
     if (graph_buffer_.empty())

@@ -34,6 +34,9 @@ const std::vector<FaultInfo>& fault_table() {
       {Fault::CommitWritesReadSlot, "commit_writes_read_slot", {"replay"}},
       {Fault::WidthCappedAt8, "width_capped_at_8", {"replay"}},
       {Fault::DecayWeightsFactored, "decay_weights_factored", {"ring"}},
+      {Fault::ConvCommitKeepsWindowTail, "conv_commit_keeps_window_tail", {"replay"}},
+      {Fault::ConvWindowNotCopied, "conv_window_not_copied", {"replay"}},
+      {Fault::ConvFreshKeepsTenantWindow, "conv_fresh_keeps_tenant_window", {"replay"}},
   };
   return t;
 }
@@ -78,6 +81,10 @@ std::vector<std::string> fault_targets(Fault f) {
 }
 
 bool shared_engine_fault(Fault f) { return f == Fault::StopTokenPlusOne; }
+
+bool conv_fault(Fault f) {
+  return f == Fault::ConvCommitKeepsWindowTail || f == Fault::ConvWindowNotCopied || f == Fault::ConvFreshKeepsTenantWindow;
+}
 
 std::optional<Reconstruction> fault_reconstruction(Fault f) {
   if (f == Fault::DecayWeightsFactored) return Reconstruction::ClosedForm;

@@ -50,6 +50,18 @@ std::string Judge::apply(const Cmd& c) {
   } catch (const Error& e) {
     return std::string("implementation failed before the command: ") + e.what();
   }
+  const bool conv = oracle_.setup().conv.has_value();
+  Outputs conv_before_o, conv_before_s;
+  Windows windows_before;
+  if (conv) {
+    windows_before = conv_truth_windows();
+    for (std::int32_t l = 0; l < L; ++l) conv_before_o.push_back(oracle_.target().conv_pool(l));
+    try {
+      for (std::int32_t l = 0; l < L; ++l) conv_before_s.push_back(sut_.target().conv_pool(l));
+    } catch (const Error& e) {
+      return std::string("implementation failed before the command: ") + e.what();
+    }
+  }
   std::map<std::int32_t, Before> pos;
   for (const auto& [id, r] : oracle_.requests()) pos[id] = Before{r.history[0].T, r.slot};
   const auto out_o = oracle_.execute(c);  // an Error here means the command itself is invalid: propagate
@@ -66,7 +78,8 @@ std::string Judge::apply(const Cmd& c) {
     if (c.kind == Cmd::Kind::Step && !(why = check_outputs(out_o, out_s, pos, c)).empty()) return why;
     if (!(why = check_requests()).empty()) return why;
     if (!(why = check_states()).empty()) return why;
-    return check_untouched(c, before_o, before_s);
+    if (!(why = check_untouched(c, before_o, before_s)).empty()) return why;
+    return conv ? check_conv(c, windows_before, conv_before_o, conv_before_s) : std::string();
   } catch (const Error& e) {
     return std::string("implementation failed while its results were read: ") + e.what();
   }

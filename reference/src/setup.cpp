@@ -23,6 +23,7 @@ void EngineSetup::validate() const {
   spec_ring.validate();
   require(pad_convention == PadConvention::MinusOne || num_slots >= 2, "pad_convention",
           "'", to_string(pad_convention), "' reserves a slot and needs num_slots >= 2, got ", num_slots);
+  if (conv) conv->validate(cfg, "conv");
 }
 
 std::string to_string(PadConvention c) {
@@ -76,6 +77,7 @@ nlohmann::json EngineSetup::to_json() const {
                         {"page_tokens", page_tokens}};
   if (pad_convention != PadConvention::MinusOne) j["pad_convention"] = to_string(pad_convention);
   if (gates != GateRange::Benign) j["gates"] = to_string(gates);
+  if (conv) j["conv"] = conv->to_json();
   return j;
 }
 
@@ -107,6 +109,7 @@ EngineSetup EngineSetup::from_json(const nlohmann::json& j, std::vector<LayerPar
   if (j.contains("pad_convention"))
     s.pad_convention = parse_pad_convention(key<std::string>(j, "pad_convention", field), field + ".pad_convention");
   if (j.contains("gates")) s.gates = parse_gate_range(key<std::string>(j, "gates", field), field + ".gates");
+  if (j.contains("conv")) s.conv = ConvSetup::from_json(j.at("conv"), s.cfg, field + ".conv");
   s.params = std::move(params);
   s.poison = poison;
   s.validate();

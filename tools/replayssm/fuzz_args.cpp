@@ -29,6 +29,10 @@ void add_fuzz_options(CLI::App* c, FuzzArgs& a) {
                 "Gate ranges of the cases: mix (a quarter realistic: large |g|, saturated and near-zero beta), "
                 "benign or realistic")
       ->capture_default_str();
+  c->add_option("--conv", a.conv,
+                "Cases with the conv component (W = 4, SiLU, windows per slot judged after every command): off, mix "
+                "(a quarter of the cases) or on")
+      ->capture_default_str();
   c->add_option("--dump-dir", a.dump_dir, "Where a failing case is written")->capture_default_str();
   c->add_option("--target-timeout", a.target_timeout,
                 "Seconds an exec: target may take for one command before it is killed and the case fails")
@@ -68,6 +72,7 @@ fuzz::FuzzOptions options_for(const FuzzArgs& a, const std::string& target) {
   o.ring_record_dtype = parse_dtype(a.ring_dtype, "ring-dtype");
   o.fault = ref::parse_fault(a.fault);
   o.gates = fuzz::parse_gate_mix(a.gates, "gates");
+  o.conv = fuzz::parse_conv_mix(a.conv, "conv");
   o.dump_dir = a.dump_dir;
   return o;
 }
@@ -105,7 +110,8 @@ std::string campaign_command(const FuzzArgs& a, const std::string& target) {
   return "replayssm fuzz --target " + shell_quote(target) + " --preset " + shell_quote(a.preset) + " --layers " +
          std::to_string(a.layers) + " --cases " + std::to_string(a.cases) + " --max-commands " +
          std::to_string(a.max_commands) + " --slots " + std::to_string(a.slots) + " --max-T " + std::to_string(a.max_T) +
-         " --recon " + shell_quote(a.recon) + " --ring-dtype " + shell_quote(a.ring_dtype) + " --gates " + shell_quote(a.gates) + " --fault " +
+         " --recon " + shell_quote(a.recon) + " --ring-dtype " + shell_quote(a.ring_dtype) + " --gates " + shell_quote(a.gates) +
+         " --conv " + shell_quote(a.conv) + " --fault " +
          shell_quote(a.fault) + " --seed " + std::to_string(a.seed) + overrides(a) +
          (a.export_trace.empty() ? "" : " --export-trace " + shell_quote(a.export_trace));
 }

@@ -29,6 +29,7 @@ struct FuzzArgs {
   std::string recon = "serial";
   std::string ring_dtype = "F32";
   std::string gates = "mix";  // mix (a quarter of the cases realistic), benign or realistic (inputs.hpp)
+  std::string conv = "off";   // off, mix (a quarter of the cases) or on: the conv component (conv_component.hpp)
   std::string fault = "none";
   std::string dump_dir = ".";
   double target_timeout = 60;  // seconds per command of an exec: target
@@ -42,7 +43,7 @@ struct FuzzArgs {
   std::string export_trace;
 };
 
-// Adds --preset, --layers, --cases, --max-commands, --slots, --max-T, --seed, --recon, --ring-dtype, --gates,
+// Adds --preset, --layers, --cases, --max-commands, --slots, --max-T, --seed, --recon, --ring-dtype, --gates, --conv,
 // --dump-dir, --target-timeout, --shard and the configuration overrides (--l2norm, --act-dtype, --state-dtype,
 // --layout, --kda-gate) to c, bound to a (--target and --fault are added by each command, with its own help text).
 void add_fuzz_options(CLI::App* c, FuzzArgs& a);

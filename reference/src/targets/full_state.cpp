@@ -8,6 +8,7 @@ namespace {
 
 class FullStateTarget : public PooledTarget {
  public:
+  FullStateTarget() { conv_full_state_ = true; }
   std::string name() const override { return "full_state"; }
   std::string design() const override { return "full_state"; }
   bool bit_exact() const override { return true; }

@@ -11,6 +11,7 @@ void PooledTarget::setup(const EngineSetup& s) {
   const std::int64_t stride = s.pool_geometry().stride(s.cfg);
   pools_.assign(static_cast<std::size_t>(s.cfg.num_layers),
                 std::vector<float>(static_cast<std::size_t>(s.num_slots * stride), s.poison));
+  conv_.setup(s, conv_full_state_, conv_fault_);
 }
 
 std::vector<float> PooledTarget::get(std::int32_t l, std::int32_t slot) const {
@@ -28,6 +29,7 @@ void PooledTarget::put(std::int32_t l, std::int32_t slot, const std::vector<floa
 
 void PooledTarget::copy_slot(std::int32_t src, std::int32_t dst) {
   for (std::int32_t l = 0; l < s_.cfg.num_layers; ++l) put(l, dst, get(l, src));
+  conv_.copy(src, dst);
 }
 
 void PooledTarget::zero_fresh_slots(const std::vector<TargetRow>& rows) {

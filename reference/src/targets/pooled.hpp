@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "conv_slots.hpp"
 #include "replayssm/reference/batch.hpp"
 #include "replayssm/reference/target.hpp"
 
@@ -22,10 +23,21 @@ class PooledTarget : public Target {
   bool graph_padding() const override { return true; }
   // batch::commit_copy / commit_replay write write_slot and only read slot.
   bool out_of_place_commit() const override { return true; }
-  // Copies every layer's checkpoint (the whole per-slot state of a pooled target).
+  // Copies every layer's checkpoint and conv window (the whole per-slot state of a pooled target).
   void copy_slot(std::int32_t src, std::int32_t dst) override;
   std::vector<float> committed_state(std::int32_t layer, std::int32_t slot) const override { return get(layer, slot); }
   std::vector<float> pool(std::int32_t layer) const override { return pools_[static_cast<std::size_t>(layer)]; }
+  // The conv component (conv_slots.hpp), in the design of conv_full_state_, with conv_fault_.
+  bool conv_state() const override { return true; }
+  std::vector<std::vector<float>> conv_step(const std::vector<TargetRow>& rows,
+                                            const std::vector<SequenceInputs>& inputs) override {
+    return conv_.step(canonical_rows(rows, s_), inputs);
+  }
+  void conv_commit(const std::vector<TargetRow>& rows) override { conv_.commit(canonical_rows(rows, s_)); }
+  std::vector<float> conv_committed_state(std::int32_t layer, std::int32_t slot) const override {
+    return conv_.state(layer, slot);
+  }
+  std::vector<float> conv_pool(std::int32_t layer) const override { return conv_.pool(layer); }
 
  protected:
   // Slot `slot` of layer l (Error("slot") outside [0, num_slots)).
@@ -46,6 +58,9 @@ class PooledTarget : public Target {
 
   EngineSetup s_;
   std::vector<std::vector<float>> pools_;  // [layer][num_slots * stride]
+  ConvSlots conv_;
+  bool conv_full_state_ = false;  // the full-state conv design (the oracle's); else ReplaySSM
+  Fault conv_fault_ = Fault::None;
 };
 
 std::unique_ptr<Target> make_full_state_target();

@@ -33,7 +33,7 @@ struct Tf32Operands : TokenHook {
 class ReplayTarget : public PooledTarget {
  public:
   // precision: an emulation of a kernel's arithmetic applied to every token step (the tf32 variant), or null.
-  ReplayTarget(Fault f, const TokenHook* precision) : fault_(f), precision_(precision) {}
+  ReplayTarget(Fault f, const TokenHook* precision) : fault_(f), precision_(precision) { conv_fault_ = f; }
   std::string name() const override { return precision_ ? "replay_tf32" : "replay"; }
   std::string design() const override { return "replay"; }
   bool bit_exact() const override { return precision_ == nullptr; }

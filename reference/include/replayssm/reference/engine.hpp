@@ -24,7 +24,7 @@ SequenceInputs token_inputs(const ModelConfig& cfg, std::int32_t layer, std::int
 class Engine {
  public:
   // bookkeeping_fault: only Fault::EarlyStopCommitsWholeRun and Fault::StopTokenPlusOne act here (the engine
-  // trims accepted runs).
+  // trims accepted runs). A setup with `conv` needs a target that claims Target::conv_state (Error("setup.conv")).
   Engine(std::unique_ptr<Target> target, const EngineSetup& setup, Fault bookkeeping_fault = Fault::None);
 
   struct Request {
@@ -55,6 +55,10 @@ class Engine {
     std::int32_t offset, T;
   };
   const std::vector<PackedRow>& last_rows() const { return last_rows_; }
+  // The packed tokens of the last step per layer (what Target::step received), and with the conv component on
+  // (EngineSetup::conv) the conv outputs the target's conv_step returned for them (per layer [total_tokens, C]).
+  const std::vector<SequenceInputs>& last_inputs() const { return last_inputs_; }
+  const std::vector<std::vector<float>>& last_conv_outputs() const { return last_conv_outputs_; }
 
   // Recomputes a request's committed state from its history with the plain recurrence (zero start state,
   // rounding to the state dtype at the end of every committed call): the oracle's own self-check.
@@ -103,6 +107,8 @@ class Engine {
   std::vector<std::int32_t> last_kept_;
   std::vector<std::int32_t> last_read_only_;
   std::vector<PackedRow> last_rows_;
+  std::vector<SequenceInputs> last_inputs_;
+  std::vector<std::vector<float>> last_conv_outputs_;
   // The persistent, capacity-sized index buffer of captured steps (max_rows() rows, kPadSlot for PAD): what
   // the last captured step of each size left in it, accepted counts included.
   std::vector<TargetRow> graph_buffer_;

@@ -48,6 +48,12 @@ enum class Fault : std::uint8_t {
                               // exp(G_m) * exp(-G_j): equal in exact arithmetic and within rounding for moderate
                               // gates, inf * 0 = NaN once a history's cumulative log-decay passes ~ -88 (the
                               // large |g| of trained models); acts with Reconstruction::ClosedForm only
+  // Conv component faults (conv_component.hpp; they act only in cases whose setup carries `conv`):
+  ConvCommitKeepsWindowTail,  // the conv commit keeps the last W - 1 columns of the whole verify window, as if
+                              // every draft were accepted, instead of the columns ending at accepted token n
+  ConvWindowNotCopied,        // a slot copy moves the recurrent state but not the conv window
+  ConvFreshKeepsTenantWindow, // a fresh prefill starts its conv from the window the slot holds (a finished or
+                              // preempted tenant's columns, or poison) instead of zeros
 };
 // The compiled window of WidthCappedAt8 (1 + 7 drafts): only windows of T > 8 (widths 9..12 and up) see it.
 inline constexpr std::int32_t kFaultWidthCap = 8;
@@ -59,6 +65,8 @@ std::vector<std::string> fault_targets(Fault f);
 // Faults of the engine's bookkeeping that the oracle's engine shares (a slip in the one Engine both sides
 // run): only the independent bookkeeping model of the fuzz generator can see them.
 bool shared_engine_fault(Fault f);
+// Faults of the conv component: only cases with EngineSetup::conv can show them.
+bool conv_fault(Fault f);
 // The ring reconstruction a fault lives in (decay_weights_factored: closed_form), or none: a campaign or
 // property hunting the fault must run its ring target with it.
 std::optional<Reconstruction> fault_reconstruction(Fault f);

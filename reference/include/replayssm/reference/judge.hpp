@@ -11,6 +11,16 @@
 //   4. slots outside the command's write set and the gaps after slots stay bitwise unchanged; commits with
 //      n = 0 leave their slot's bytes unchanged (every target but the spec ring, whose cursors move instead);
 //      the read slot of an out-of-place commit stays bitwise unchanged.
+// With the conv component (EngineSetup::conv, conv_component.hpp), then:
+//   6. conv outputs of every real row against the per-request truth (conv_update from the request's committed
+//      window before the step over the row's raw inputs), on both sides: bit-exact against the kernel-faithful
+//      binary32 path for the oracle and a bit-exact target, else against the binary64 truth within
+//      conv_output_bound (conv.hpp; docs/numerics.md, "Short convolution"), at every judged tier;
+//      PAD rows' conv outputs exactly zero (oracle; a target that claims PAD zeros); every resident request's
+//      committed window on both sides bit for bit against the truth of its history (the last W - 1 raw inputs,
+//      rounded to the conv state dtype: data movement, exact at every tier); every conv window outside the
+//      command's write set, every window whose commit had n = 0 (every design), the read slot of an
+//      out-of-place commit and every gap bitwise unchanged.
 #pragma once
 
 #include <map>
@@ -54,6 +64,14 @@ class Judge {
   std::string check_requests() const;
   std::string check_states() const;
   std::string check_untouched(const Cmd& c, const Outputs& pools_before_o, const Outputs& pools_before_s) const;
+  // Check 6 (judge_conv.cpp): windows_before[req][layer] is the truth of each request's window before c.
+  using Windows = std::map<std::int32_t, std::vector<std::vector<float>>>;
+  Windows conv_truth_windows() const;
+  std::string check_conv(const Cmd& c, const Windows& windows_before, const Outputs& conv_before_o,
+                         const Outputs& conv_before_s) const;
+  std::string check_conv_outputs(const Windows& windows_before) const;
+  std::string check_conv_windows() const;
+  std::string check_conv_untouched(const Cmd& c, const Outputs& conv_before_o, const Outputs& conv_before_s) const;
   CompareReport compare_values(const std::vector<float>& ref, const std::vector<float>& got, bool state) const;
 
   Engine oracle_;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@
 
 #include "replayssm/compare.hpp"
 #include "replayssm/config.hpp"
+#include "replayssm/reference/conv_component.hpp"
 #include "replayssm/reference/fault.hpp"
 #include "replayssm/reference/gdn.hpp"
 #include "replayssm/reference/inputs.hpp"
@@ -57,6 +59,9 @@ struct EngineSetup {
   // The ranges the engine's token inputs a, b (and, through make_setup, A_log, dt_bias) come from
   // (inputs.hpp): realistic = trained models' large |g| and saturated / near-zero beta.
   GateRange gates = GateRange::Benign;
+  // The optional conv component (conv_component.hpp): a conv window per slot and layer next to the recurrent
+  // state, driven by Target::conv_step / conv_commit. Absent: targets see the recurrence only, as before.
+  std::optional<ConvSetup> conv;
 
   // The slot PAD rows carry under pad_convention (-1, 0 or num_slots - 1).
   std::int32_t pad_sentinel() const;
@@ -66,7 +71,8 @@ struct EngineSetup {
   void validate() const;
   // Everything but params and poison (the protocol's `setup` object); `pad_convention` is written only when
   // it is not "minus_one" (what every setup before protocol 1.2 meant), `gates` only when it is "realistic"
-  // (a target needs neither: it receives the inputs; replaying a case regenerates them from it).
+  // (a target needs neither: it receives the inputs; replaying a case regenerates them from it), `conv`
+  // only when the conv component is on (ConvSetup::to_json: its weights are regenerated from its seed).
   nlohmann::json to_json() const;
   // The inverse of to_json with the given layer parameters and poison value; Error("<field>.<key>") for a
   // missing or malformed key, then validate().
@@ -152,6 +158,23 @@ class Target {
   virtual bool graph_padding() const { return false; }
   // Whether verify rows may commit out of place (write_slot != slot, the read slot left bitwise untouched).
   virtual bool out_of_place_commit() const { return false; }
+
+  // --- the optional conv component (conv_component.hpp; EngineSetup::conv) -------------------------------
+  // Whether the target keeps a conv window per slot and layer. Only then may a setup carry `conv`; the
+  // engine then calls conv_step right after step (same rows, same inputs: the raw conv inputs are the
+  // tokens' q | k | v, conv_raw_inputs) and conv_commit right after commit, and copy_slot must carry the
+  // window too. Windows of fresh prefill rows start from zeros; prefill rows commit all T in conv_step;
+  // verify rows commit rows[i].row.accepted columns in conv_commit (n = 0: the slot's bytes stay); PAD and
+  // graph tail rows read and write nothing and their outputs are zeros.
+  virtual bool conv_state() const { return false; }
+  // Per layer y [total_tokens, C] rounded to the activation dtype (conv.hpp).
+  virtual std::vector<std::vector<float>> conv_step(const std::vector<TargetRow>& rows,
+                                                    const std::vector<SequenceInputs>& inputs);
+  virtual void conv_commit(const std::vector<TargetRow>& rows);
+  // The committed window of `slot` ([C, W-1], F32 values) and the raw conv pool of a layer (num_slots *
+  // conv_stride values, conv_stride = C*(W-1) + 4: a gap after every slot), for untouched-slot checks.
+  virtual std::vector<float> conv_committed_state(std::int32_t layer, std::int32_t slot) const;
+  virtual std::vector<float> conv_pool(std::int32_t layer) const;
   virtual void setup(const EngineSetup& s) = 0;
   // A slot is (re)allocated to a request: reset per-slot bookkeeping (ring cursors). Pool data stays.
   virtual void allocate(std::int32_t slot) = 0;
