@@ -34,6 +34,7 @@ const std::vector<FaultInfo>& fault_table() {
       {Fault::CommitWritesReadSlot, "commit_writes_read_slot", {"replay"}},
       {Fault::WidthCappedAt8, "width_capped_at_8", {"replay"}},
       {Fault::DecayWeightsFactored, "decay_weights_factored", {"ring"}},
+      {Fault::CaptureWritesLiveState, "capture_writes_live_state", {"replay"}},
   };
   return t;
 }

@@ -48,6 +48,9 @@ enum class Fault : std::uint8_t {
                               // exp(G_m) * exp(-G_j): equal in exact arithmetic and within rounding for moderate
                               // gates, inf * 0 = NaN once a history's cumulative log-decay passes ~ -88 (the
                               // large |g| of trained models); acts with Reconstruction::ClosedForm only
+  CaptureWritesLiveState,     // capturing a new CUDA-graph bucket while requests are live warms the step up on the
+                              // persistent index buffer's current contents (the slots of the last step) instead of
+                              // PAD rows, and the warm-up commits its dummy window into those live slots
 };
 // The compiled window of WidthCappedAt8 (1 + 7 drafts): only windows of T > 8 (widths 9..12 and up) see it.
 inline constexpr std::int32_t kFaultWidthCap = 8;
