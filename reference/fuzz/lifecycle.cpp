@@ -402,6 +402,7 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
         wide = wide || r.T > 8;
         mixed = mixed || r.T != c.rows.front().T;
         (r.T == 1 ? one : more) = true;
+        if (r.stop_at > 0) live.erase(r.req);  // an early stop ends the request
       }
       mixed_decode = mixed_decode || (one && more);
       if (c.kind == Cmd::Kind::Admit || c.kind == Cmd::Kind::Continue || c.kind == Cmd::Kind::Resume) live.insert(c.req);

@@ -152,7 +152,7 @@ class Target {
   virtual bool graph_padding() const { return false; }
   // Whether verify rows may commit out of place (write_slot != slot, the read slot left bitwise untouched).
   virtual bool out_of_place_commit() const { return false; }
-  // Whether the target takes capture() while requests are live (docs/lifecycle.md, "Capture while live"); the
+  // Whether the target takes capture() while requests are live (docs/lifecycle.md, "Generation and shrinking"); the
   // generator sends no capture to a target that does not (its report says "not covered").
   virtual bool captures() const { return false; }
   // Captures a new CUDA-graph bucket: a step of `rows` rows of `T` tokens each (1 <= rows <= max_rows(),
