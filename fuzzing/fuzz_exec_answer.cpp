@@ -30,6 +30,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const Error&) {
   }
   try {
+    exec::parse_capture_answer(a);  // accepted only as an ok answer without tensors
+    REPLAYSSM_FUZZ_CHECK(a.tensors.empty());
+  } catch (const Error&) {
+  }
+  try {
     (void)exec::parse_pool_answer(a, 3, 8, DType::F32);
   } catch (const Error&) {
   }

@@ -110,4 +110,10 @@ std::map<std::string, Tensor> parse_fixture_answer(const Frame& a, const std::ma
   return out;
 }
 
+void parse_capture_answer(const Frame& a) {
+  check_answer_ok(a.msg, "capture");
+  if (!a.tensors.empty())
+    fail("target.capture." + a.tensors.begin()->first, "a capture answers no tensor, got ", a.tensors.size());
+}
+
 }  // namespace replayssm::exec

@@ -46,4 +46,8 @@ PoolAnswer parse_pool_answer(const Frame& a, std::int32_t num_slots, std::int64_
 // is missing, extra, of another dtype or of another shape. Returns the answered tensors.
 std::map<std::string, Tensor> parse_fixture_answer(const Frame& a, const std::map<std::string, Tensor>& expected);
 
+// The answer to "capture" (1.4): ok, and no tensor (a capture changes nothing the judge reads from it).
+// Error("target.capture.<name>") naming the first tensor answered.
+void parse_capture_answer(const Frame& a);
+
 }  // namespace replayssm::exec

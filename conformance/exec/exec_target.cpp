@@ -100,6 +100,7 @@ Capabilities Capabilities::from_json(const json& j) {
   require(!c.pad_conventions.empty(), p + "pad_conventions", "must name at least one convention");
   c.graph_padding = bool_of(j, "graph_padding", c.graph_padding);
   c.out_of_place_commit = bool_of(j, "out_of_place_commit", c.out_of_place_commit);
+  c.capture = bool_of(j, "capture", c.capture);
   c.round_beta_to_act = bool_of(j, "round_beta_to_act", c.round_beta_to_act);
   c.copy_slot = bool_of(j, "copy_slot", c.copy_slot);
   c.bit_exact = bool_of(j, "bit_exact", c.bit_exact);
@@ -134,7 +135,8 @@ json Capabilities::to_json() const {
               {"bit_exact", bit_exact},          {"tier", to_string(tier)},
               {"pad_outputs_zero", pad_outputs_zero}, {"design", design},
               {"fixture_ops", fixture_ops},      {"pad_conventions", names(pad_conventions)},
-              {"graph_padding", graph_padding},  {"out_of_place_commit", out_of_place_commit}};
+              {"graph_padding", graph_padding},  {"out_of_place_commit", out_of_place_commit},
+              {"capture", capture}};
 }
 
 std::string Capabilities::unsupported(const ModelConfig& cfg, int max_T_wanted) const {
@@ -403,6 +405,15 @@ class ExecTarget : public ref::Target {
   std::vector<ref::PadConvention> pad_conventions() const override { return conn_->caps().pad_conventions; }
   bool graph_padding() const override { return conn_->caps().graph_padding; }
   bool out_of_place_commit() const override { return conn_->caps().out_of_place_commit; }
+  bool captures() const override { return conn_->caps().captures(); }
+  void capture(std::int32_t rows, std::int32_t T) override {
+    require(conn_->caps().captures(), "target.capture",
+            conn_->caps().capture ? "the target speaks a protocol before 1.4, which has no capture command"
+                                  : "the target does not claim the capture capability");
+    Frame f;
+    f.msg = json{{"op", "capture"}, {"rows", rows}, {"T", T}};
+    parse_capture_answer(mutate(f, "capture"));
+  }
 
   void setup(const ref::EngineSetup& s) override {
     const std::string why = conn_->caps().unsupported(s.cfg, s.max_T);

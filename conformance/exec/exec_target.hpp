@@ -27,7 +27,10 @@ namespace replayssm::exec {
 // 1.1 added the `fixture` command (the fixture-op capability).
 // 1.2 added graph padding, PAD conventions and out-of-place commits.
 // 1.3 added the conv fixture ops (conv.prefill, conv.update, conv.commit) to `fixture_ops`.
-inline constexpr int kProtocolMajor = 1, kProtocolMinor = 3;
+// 1.4 added the `capture` command (the `capture` capability: a CUDA-graph bucket captured while requests are live).
+inline constexpr int kProtocolMajor = 1, kProtocolMinor = 4;
+// The protocol minor version that added the `capture` command; an implementation answering less is never sent it.
+inline constexpr int kCaptureMinor = 4;
 // Sends `shutdown` to every live target process (one per command line, reused across cases) and waits up to
 // kShutdownGraceMs for each to exit before killing its process group. Also runs at program exit.
 void shutdown_targets();
@@ -63,6 +66,10 @@ struct Capabilities {
   std::vector<ref::PadConvention> pad_conventions{ref::PadConvention::MinusOne};
   bool graph_padding = false;
   bool out_of_place_commit = false;  // verify rows with write_slot != slot (the read slot left untouched)
+  // Protocol 1.4: takes `capture` (a new CUDA-graph bucket captured while requests are live). Only honoured
+  // for an implementation answering 1.4 or later (captures()).
+  bool capture = false;
+  bool captures() const { return capture && protocol_minor >= kCaptureMinor; }
 
   // Reads the hello answer's "capabilities" object; Error("target.hello.capabilities.<key>").
   static Capabilities from_json(const nlohmann::json& j);

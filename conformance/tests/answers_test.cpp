@@ -144,3 +144,28 @@ TEST(ExecAnswers, PadConventionsAndGraphPaddingCapabilities) {
   EXPECT_EQ(field_of([] { exec::Capabilities::from_json(json{{"graph_padding", 1}}); }),
             "target.hello.capabilities.graph_padding");
 }
+
+// Protocol 1.4: the capture capability counts only from an implementation answering 1.4 or later, and a capture's
+// answer carries no tensor.
+TEST(ExecAnswers, CaptureIsClaimedOnlyFrom1_4AndAnswersNoTensor) {
+  EXPECT_FALSE(exec::parse_hello_answer(hello()).captures());
+  json h = hello();
+  h["capabilities"] = {{"capture", true}};
+  h["version"] = {1, 3};
+  const auto older = exec::parse_hello_answer(h);
+  EXPECT_TRUE(older.capture);
+  EXPECT_FALSE(older.captures());  // a 1.3 implementation is never sent the command, whatever it claims
+  h["version"] = {1, 4};
+  EXPECT_TRUE(exec::parse_hello_answer(h).captures());
+  EXPECT_TRUE(exec::Capabilities::from_json(exec::parse_hello_answer(h).to_json()).capture);
+  EXPECT_EQ(field_of([] { exec::Capabilities::from_json(json{{"capture", "yes"}}); }), "target.hello.capabilities.capture");
+
+  Frame a;
+  a.msg = json{{"ok", true}, {"compute_s", 0.1}};
+  EXPECT_EQ(field_of([&] { exec::parse_capture_answer(a); }), "<no error>");
+  a.tensors["o.0"] = Tensor::zeros(DType::F32, {1, 2});
+  EXPECT_EQ(field_of([&] { exec::parse_capture_answer(a); }), "target.capture.o.0");
+  Frame refused;
+  refused.msg = json{{"ok", false}, {"error", {{"field", "rows"}, {"message", "too many"}}}};
+  EXPECT_EQ(field_of([&] { exec::parse_capture_answer(refused); }), "target.capture.rows");
+}

@@ -90,6 +90,9 @@ FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress) {
     if (!probe->implements_copy()) rep.not_covered = "copy (the target does not implement copy_slot)";
     if (opt.conv != ConvMix::Off && !probe->conv_state())
       rep.not_covered += std::string(rep.not_covered.empty() ? "" : "; ") + "conv (the target keeps no conv windows)";
+    if (!probe->captures())
+      rep.not_covered += (rep.not_covered.empty() ? "" : "; ") +
+                         std::string("capture while live (the target does not claim the capture capability)");
   }
   if (opt.fault != ref::Fault::None) {
     const auto ts = ref::fault_targets(opt.fault);

@@ -100,6 +100,10 @@ void check_command(const ref::Cmd& c, const ref::EngineSetup& s, const std::stri
     for (std::size_t i = 0; i < c.rows.size(); ++i)
       require(c.rows[i].T <= s.max_T, f + ".rows[" + std::to_string(i) + "].T", "is ", c.rows[i].T,
               ", more than max_T = ", s.max_T);
+  } else if (c.kind == ref::Cmd::Kind::Capture) {
+    require(c.graph <= s.max_rows(), f + ".graph", "is ", c.graph, ", more than max_rows = num_slots + 8 = ",
+            s.max_rows());
+    require(c.capture_T <= s.max_T, f + ".T", "is ", c.capture_T, ", more than max_T = ", s.max_T);
   } else {
     require(c.prompt <= kCaseMaxPrompt, f + ".prompt", "is ", c.prompt, ", more than the cap of ", kCaseMaxPrompt);
   }

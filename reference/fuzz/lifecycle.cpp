@@ -1,6 +1,7 @@
 #include "lifecycle.hpp"
 
 #include <algorithm>
+#include <set>
 
 namespace replayssm::fuzz {
 
@@ -72,6 +73,8 @@ void LifecycleModel::apply(const Cmd& c) {
       next_id = std::max(next_id, c.req2 + 1);
       return;
     }
+    case Cmd::Kind::Capture:  // a captured bucket changes no request
+      return;
   }
 }
 
@@ -281,6 +284,55 @@ struct Resume : Restart {
   explicit Resume(const LifecycleModel& m) : Restart(m, Cmd::Kind::Resume, Status::Preempted) {}
 };
 
+// A new CUDA-graph bucket captured while requests are live (Target::capture): valid in every model state and
+// changes no request.
+struct Capture : LifecycleCommand {
+  explicit Capture(const Cmd& cmd) { c = cmd; }
+};
+
+// Where a capture goes: before command `at` of the generated sequence (at == size: after the last one), with a
+// captured size (a power of two, or the capacity) and a window in [1, max_T]. Shown in a counterexample as
+// "capture rows=R T=W before command I".
+struct CapturePoint {
+  std::size_t at = 0;
+  std::int32_t rows = 1, T = 1;
+};
+void showValue(const CapturePoint& p, std::ostream& os) {
+  os << "capture rows=" << p.rows << " T=" << p.T << " before command " << p.at;
+}
+
+// Captures for a target that takes them: one to three, at drawn positions of a generated sequence of n commands.
+// They are one draw made after the sequence's own (so every sequence is the one the generator makes without
+// captures, and the other commands' catch rates stay as measured); most positions lie after the first admit
+// and step, while requests are live.
+rc::Gen<std::vector<CapturePoint>> capture_points(std::size_t n, const LifecycleModel& m) {
+  return rc::gen::exec([n, m] {
+    std::vector<std::int32_t> sizes;
+    for (std::int32_t z = 1; z < m.max_rows; z *= 2) sizes.push_back(z);
+    sizes.push_back(m.max_rows);
+    std::vector<CapturePoint> v(static_cast<std::size_t>(*uniform<int>(1, 4)));
+    for (auto& p : v) p = CapturePoint{*uniform<std::size_t>(0, n + 1), pick(sizes), *uniform<int>(1, m.max_T + 1)};
+    return v;
+  });
+}
+
+rc::state::Commands<Base> with_captures(const rc::state::Commands<Base>& cmds, std::vector<CapturePoint> points) {
+  std::stable_sort(points.begin(), points.end(), [](const auto& a, const auto& b) { return a.at < b.at; });
+  rc::state::Commands<Base> out;
+  std::size_t next = 0;
+  for (std::size_t i = 0; i <= cmds.size(); ++i) {
+    for (; next < points.size() && points[next].at <= i; ++next) {
+      Cmd c;
+      c.kind = Cmd::Kind::Capture;
+      c.graph = points[next].rows;
+      c.capture_T = points[next].T;
+      out.push_back(std::make_shared<const Capture>(c));
+    }
+    if (i < cmds.size()) out.push_back(cmds[i]);
+  }
+  return out;
+}
+
 // The stateful generator of every campaign: the abstract model's valid commands with these weights.
 rc::Gen<rc::state::Commands<Base>> command_gen(const LifecycleModel& m0) {
   return rc::state::gen::commands(m0, rc::state::gen::execOneOfWithArgs<Admit, Admit, Step, Step, Step, Step, Step,
@@ -309,7 +361,7 @@ std::vector<ref::Cmd> generate_commands(std::int32_t num_slots, std::int32_t max
 void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, ref::Fault fault,
                      std::vector<ref::Cmd>* last_failure, std::string* last_reason, const LifecycleJudging& judging) {
   ref::EngineSetup s = setup;
-  bool graph = false, out_of_place = false;
+  bool graph = false, out_of_place = false, captures = false;
   {
     const auto probe = ref::make_target(target, fault);
     std::vector<ref::PadConvention> conv = probe->pad_conventions();
@@ -320,6 +372,7 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
     graph = probe->graph_padding();
     out_of_place = probe->out_of_place_commit();  // traces record out-of-place commits too
     if (!probe->conv_state()) s.conv.reset();      // the conv component: only on a target that keeps conv windows
+    captures = probe->captures();
   }
   LifecycleModel m0;
   m0.num_slots = s.num_slots;
@@ -332,19 +385,31 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
   LifecycleSut sut{ref::Judge(s, target, fault, judging.tier), {}};
   m0.allow_copy = sut.judge.sut().target().implements_copy();
   try {
-    const auto cmds = *command_gen(m0);
+    auto cmds = *command_gen(m0);
+    // Only a target that claims captures is sent them: the others' cases are drawn exactly as before.
+    if (captures && sut.judge.oracle().target().captures()) cmds = with_captures(cmds, *capture_points(cmds.size(), m0));
     rc::state::runAll(cmds, m0, sut);
     // Coverage tags (printed by RapidCheck with the success message): sequence length and which
     // lifecycle events the case exercised.
     const auto& ex = sut.judge.executed();
-    bool cont = false, copy = false, resume = false, stop = false, stale = false, moved = false;
+    bool cont = false, copy = false, resume = false, stop = false, stale = false, moved = false, live_capture = false;
+    bool mixed_decode = false;  // a batch with T = 1 and T > 1 rows (H6)
     int verify_rows = 0;
     bool wide = false, mixed = false;
+    std::set<std::int32_t> live;
     for (const auto& c : ex) {
+      bool one = false, more = false;
       for (const auto& r : c.rows) {
         wide = wide || r.T > 8;
         mixed = mixed || r.T != c.rows.front().T;
+        (r.T == 1 ? one : more) = true;
+        if (r.stop_at > 0) live.erase(r.req);  // an early stop ends the request
       }
+      mixed_decode = mixed_decode || (one && more);
+      if (c.kind == Cmd::Kind::Admit || c.kind == Cmd::Kind::Continue || c.kind == Cmd::Kind::Resume) live.insert(c.req);
+      if (c.kind == Cmd::Kind::Copy) live.insert(c.req2);
+      if (c.kind == Cmd::Kind::Finish || c.kind == Cmd::Kind::Preempt) live.erase(c.req);
+      live_capture = live_capture || (c.kind == Cmd::Kind::Capture && !live.empty());
       stale = stale || (c.graph > 0 && c.stale_tail);
       cont = cont || c.kind == Cmd::Kind::Continue;
       copy = copy || c.kind == Cmd::Kind::Copy;
@@ -365,6 +430,8 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
     RC_CLASSIFY(moved, "out-of-place commit");
     RC_CLASSIFY(wide, "window > 8");
     RC_CLASSIFY(mixed, "mixed widths in a batch");
+    RC_CLASSIFY(mixed_decode, "T = 1 and T > 1 rows in a batch");
+    RC_CLASSIFY(live_capture, "capture while live");
     RC_TAG("pad " + ref::to_string(s.pad_convention));
     RC_TAG("gates " + ref::to_string(s.gates));
     RC_CLASSIFY(s.conv.has_value(), "conv");

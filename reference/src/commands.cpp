@@ -22,6 +22,7 @@ const char* kind_name(Cmd::Kind k) {
     case Cmd::Kind::Copy: return "copy";
     case Cmd::Kind::Preempt: return "preempt";
     case Cmd::Kind::Resume: return "resume";
+    case Cmd::Kind::Capture: return "capture";
   }
   return "?";
 }
@@ -45,6 +46,10 @@ nlohmann::json Cmd::to_json() const {
       }
       break;
     }
+    case Kind::Capture:
+      j["graph"] = graph;
+      j["T"] = capture_T;
+      break;
     default:
       j["req"] = req;
       j["req2"] = req2;
@@ -68,7 +73,7 @@ Cmd Cmd::from_json(const nlohmann::json& j, const std::string& field) {
   Cmd c;
   const std::string& k = json_string(require_key(j, "kind", field), field + ".kind");
   bool found = false;
-  for (auto kk : {Kind::Admit, Kind::Step, Kind::Finish, Kind::Continue, Kind::Copy, Kind::Preempt, Kind::Resume})
+  for (auto kk : {Kind::Admit, Kind::Step, Kind::Finish, Kind::Continue, Kind::Copy, Kind::Preempt, Kind::Resume, Kind::Capture})
     if (k == kind_name(kk)) {
       c.kind = kk;
       found = true;
@@ -97,6 +102,10 @@ Cmd Cmd::from_json(const nlohmann::json& j, const std::string& field) {
     for (std::size_t i = 0; i < pads.size(); ++i)
       c.pad_at.push_back(static_cast<std::int32_t>(
           json_int(pads[i], field + ".pad_at[" + std::to_string(i) + "]", 0, static_cast<std::int64_t>(c.rows.size()))));
+  } else if (c.kind == Kind::Capture) {
+    require_only_keys(j, {"kind", "graph", "T"}, field);
+    c.graph = static_cast<std::int32_t>(json_int(require_key(j, "graph", field), field + ".graph", 1, kI32Max));
+    c.capture_T = static_cast<std::int32_t>(json_int(require_key(j, "T", field), field + ".T", 1, kI32Max));
   } else {
     require_only_keys(j, {"kind", "req", "req2", "slot", "prompt", "seed"}, field);
     c.req = i32(j, "req", field, 0);
@@ -120,6 +129,8 @@ std::string Cmd::str() const {
     os << "]";
     if (!pad_at.empty()) os << " pads=" << pad_at.size();
     if (graph > 0) os << " graph=" << graph << (stale_tail ? " stale-tail" : " pad-tail");
+  } else if (kind == Kind::Capture) {
+    os << " rows=" << graph << " T=" << capture_T;
   } else {
     os << " req" << req;
     if (kind == Kind::Copy) os << " -> req" << req2;

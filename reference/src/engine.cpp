@@ -86,6 +86,7 @@ std::vector<std::vector<float>> Engine::execute(const Cmd& c) {
     case Cmd::Kind::Preempt: preempt(c); return {};
     case Cmd::Kind::Resume: resume(c); return {};
     case Cmd::Kind::Step: return step(c);
+    case Cmd::Kind::Capture: capture(c); return {};
   }
   fail("cmd.kind", "unknown command kind");
 }
@@ -99,6 +100,17 @@ void Engine::admit(const Cmd& c) {
   r.pending = empty_layers(setup_.cfg);
   start_fresh(r, c.slot, new_tokens(c.prompt, c.seed));
   requests_[c.req] = std::move(r);
+}
+
+void Engine::capture(const Cmd& c) {
+  require(target_->captures(), "cmd.kind", "target ", target_->name(), " does not capture CUDA-graph buckets");
+  require(c.graph >= 1 && c.graph <= setup_.max_rows(), "cmd.graph", "is ", c.graph, ", outside [1, max_rows = ",
+          setup_.max_rows(), "]");
+  require(c.capture_T >= 1 && c.capture_T <= setup_.max_T, "cmd.T", "is ", c.capture_T, ", outside [1, max_T = ",
+          setup_.max_T, "]");
+  target_->capture(c.graph, c.capture_T);
+  // Nothing is written, except what any step may write: the dedicated pad slot.
+  if (setup_.pad_convention == PadConvention::PadSlot) last_written_.push_back(setup_.pad_sentinel());
 }
 
 void Engine::finish(const Cmd& c) {

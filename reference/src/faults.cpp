@@ -37,6 +37,7 @@ const std::vector<FaultInfo>& fault_table() {
       {Fault::ConvCommitKeepsWindowTail, "conv_commit_keeps_window_tail", {"replay"}},
       {Fault::ConvWindowNotCopied, "conv_window_not_copied", {"replay"}},
       {Fault::ConvFreshKeepsTenantWindow, "conv_fresh_keeps_tenant_window", {"replay"}},
+      {Fault::CaptureWritesLiveState, "capture_writes_live_state", {"replay"}},
   };
   return t;
 }

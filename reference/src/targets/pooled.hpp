@@ -23,6 +23,9 @@ class PooledTarget : public Target {
   bool graph_padding() const override { return true; }
   // batch::commit_copy / commit_replay write write_slot and only read slot.
   bool out_of_place_commit() const override { return true; }
+  // A captured bucket is warmed up as PAD rows over scratch of its own (capture.cpp): no slot is addressed.
+  bool captures() const override { return true; }
+  void capture(std::int32_t rows, std::int32_t T) override;
   // Copies every layer's checkpoint and conv window (the whole per-slot state of a pooled target).
   void copy_slot(std::int32_t src, std::int32_t dst) override;
   std::vector<float> committed_state(std::int32_t layer, std::int32_t slot) const override { return get(layer, slot); }
@@ -55,6 +58,11 @@ class PooledTarget : public Target {
   std::vector<std::vector<float>> zero_outputs(const std::vector<SequenceInputs>& inputs) const;
   // Every layer's pool (and the given per-layer scratch or payload buffers) as batch::Layer entries.
   std::vector<batch::Layer> layers(std::vector<std::vector<float>>* scratch, std::vector<std::vector<float>>* payload);
+
+  // Error("capture.rows" / "capture.T") outside the bucket shapes a setup allows.
+  void check_capture(std::int32_t rows, std::int32_t T) const;
+  // The dummy tokens a captured step is warmed up on ([tokens] rows per layer, seeded, the setup's gates).
+  std::vector<SequenceInputs> capture_inputs(std::int32_t tokens) const;
 
   EngineSetup s_;
   std::vector<std::vector<float>> pools_;  // [layer][num_slots * stride]

@@ -50,6 +50,11 @@ class ReplayTarget : public PooledTarget {
                                        const std::vector<SequenceInputs>& inputs) override {
     const auto rows = canonical_rows(wire, s_, fault_ == Fault::PadSentinelZero);
     if (fault_ == Fault::GraphTailProcessed) tail_inputs_ = inputs;
+    if (fault_ == Fault::CaptureWritesLiveState) {  // what the persistent index buffer holds after this step
+      index_buffer_.clear();
+      for (const auto& r : rows)
+        if (r.row.slot != kPadSlot) index_buffer_.push_back(r);
+    }
     auto out = zero_outputs(inputs);
     zero_fresh_slots(rows);
     batch_ = step_batch(rows, inputs.empty() ? 0 : inputs[0].T);
@@ -75,6 +80,25 @@ class ReplayTarget : public PooledTarget {
     }
     batch::commit_replay(batch_, ls, precision_);  // prefill chunks: their whole window
     return out;
+  }
+
+  void capture(std::int32_t rows, std::int32_t T) override {
+    if (fault_ != Fault::CaptureWritesLiveState) return PooledTarget::capture(rows, T);
+    check_capture(rows, T);
+    // The fault: the warm-up runs on the index buffer as it is (the last step's slots, up to `rows` of them)
+    // instead of PAD rows, with T dummy tokens each, and its commit accepts the whole dummy window.
+    std::vector<TargetRow> warm;
+    std::int32_t offset = 0;
+    for (const auto& r : index_buffer_) {
+      if (static_cast<std::int32_t>(warm.size()) == rows) break;
+      TargetRow w{BatchRow{r.row.slot, r.row.write_slot, T, offset, 0}, RowKind::Verify, false, false};
+      warm.push_back(w);
+      offset += T;
+    }
+    if (warm.empty()) return PooledTarget::capture(rows, T);
+    step(warm, capture_inputs(offset));
+    for (auto& w : warm) w.row.accepted = T;
+    commit(warm);
   }
 
   void commit(const std::vector<TargetRow>& wire) override {
@@ -176,6 +200,7 @@ class ReplayTarget : public PooledTarget {
   batch::Batch batch_;
   std::vector<std::vector<float>> payload_;  // [layer][num_pages * page_tokens * row_width]
   std::vector<SequenceInputs> tail_inputs_;  // GraphTailProcessed: the last step's packed tokens
+  std::vector<TargetRow> index_buffer_;      // CaptureWritesLiveState: the last step's real rows
   std::int64_t step_count_ = 0;
 };
 

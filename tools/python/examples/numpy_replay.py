@@ -5,7 +5,9 @@
 * step: verify every real row from its checkpoint in float32 (outputs only, no state stored) and capture
   each window token's raw k, v, a, b into a payload; prefill rows are committed at once (fresh ones start
   from a zero state); PAD rows (any of the three PAD conventions) and the graph tail of a captured batch
-  (rows from live_rows on) read and write no state and output zeros.
+  (rows from live_rows on) read and write no state and output zeros. Slots are read from the kit's index arrays
+  (rows.index: strided column views, read through NumPy indexing).
+* capture (protocol 1.4): a new CUDA-graph bucket warmed up on dummy inputs as PAD rows: nothing changes.
 * commit: replay the first n payload tokens of each verify row from the checkpoint and store the state,
   rounded once to the state dtype; n = 0 writes nothing.
 
@@ -17,8 +19,8 @@ committed static fixtures through it as well:
 
 `--fault off_by_one_accepted` seeds a bookkeeping bug (the commit replays n - 1 tokens) that a campaign
 must catch: replayssm fuzz --target exec:'python3 .../numpy_replay.py --fault off_by_one_accepted' ...
-(three more, pad_row_writes_slot0, graph_tail_processed and writes_gap, are caught only through `pool` and the
-PAD outputs: see FAULTS). Two more, replay_commit_drops_last and conv_commit_keeps_window_tail, are in the
+(more, pad_row_writes_slot0, graph_tail_processed, writes_gap, strided_index_as_contiguous and
+capture_writes_live_state, are caught through `pool`, the PAD outputs or the committed states: see FAULTS). Two more, replay_commit_drops_last and conv_commit_keeps_window_tail, are in the
 fixture ops only (numpy_fixture_ops.py, numpy_conv_ops.py): the fixture check catches them, e.g.
     replayssm check --target exec:'python3 .../numpy_replay.py --fault conv_commit_keeps_window_tail' fixtures/conv
 """
@@ -26,6 +28,8 @@ fixture ops only (numpy_fixture_ops.py, numpy_conv_ops.py): the fixture check ca
 from __future__ import annotations
 
 import argparse
+import ctypes
+import dataclasses
 import os
 import sys
 
@@ -37,16 +41,20 @@ sys.path.insert(0, HERE)
 
 from numpy_fixture_ops import FIXTURE_FAULTS, run_fixture_op  # noqa: E402
 from replay_math import Recurrence, round_bf16  # noqa: E402
-from replayssm_kit.target import CONV_FIXTURE_OPS, FIXTURE_OPS, Target, TargetError, serve  # noqa: E402
+from replayssm_kit.target import CONV_FIXTURE_OPS, FIXTURE_OPS, Row, Rows, Target, TargetError, serve  # noqa: E402
 
 # Seeded bugs, each visible to a different check of the judge: the committed states (off_by_one_accepted),
 # the untouched-slot check through `pool` (pad_row_writes_slot0: a PAD row's index -1 aliasing slot 0) and the
 # gaps through `pool` (writes_gap: a commit spills one element past the slot's state); graph_tail_processed runs
 # a captured batch over its whole capacity, so the stale slot ids in its tail are verified and committed;
 # width_capped_at_8 is a verify compiled for at most 8 tokens: a wider window's tokens beyond the 8th get no output
-# and the commit caps n at 8 (only a window wider than 8 shows it).
+# and the commit caps n at 8 (only a window wider than 8 shows it); strided_index_as_contiguous hands the kit's
+# index arrays to the "kernel" by data pointer, assuming unit stride (H6: they are strided column views, so
+# every row after the first reads another column's values); capture_writes_live_state warms a newly captured
+# bucket up on the last step's rows (the index buffer as it is) instead of PAD rows and commits the dummy
+# window into their slots (H13).
 FAULTS = ("off_by_one_accepted", "pad_row_writes_slot0", "writes_gap", "graph_tail_processed",
-          "width_capped_at_8") + FIXTURE_FAULTS
+          "width_capped_at_8", "strided_index_as_contiguous", "capture_writes_live_state") + FIXTURE_FAULTS
 WIDTH_CAP = 8
 
 
@@ -61,7 +69,17 @@ class NumpyReplay(Target):
                 "bit_exact": False, "pad_outputs_zero": True, "design": "replay", "copy_slot": True,
                 "l2norms": ["rsqrt_mul", "div_sqrt"], "kda_gates": ["softplus", "lower_bound_sigmoid"],
                 "pad_conventions": ["minus_one", "null_block", "pad_slot"], "graph_padding": True,
-                "out_of_place_commit": True, "fixture_ops": list(FIXTURE_OPS + CONV_FIXTURE_OPS)}
+                "out_of_place_commit": True, "fixture_ops": list(FIXTURE_OPS + CONV_FIXTURE_OPS), "capture": True}
+
+    def _kernel_rows(self, rows) -> list:
+        """The rows as the kernel sees them: slot and write_slot read from the kit's index arrays (rows.index,
+        strided column views). The strided_index_as_contiguous fault reads them through their data pointer as if
+        they were contiguous int32 arrays, as a kernel handed tensor.data_ptr() without the stride would."""
+        def by_pointer(a):
+            return np.ctypeslib.as_array(ctypes.cast(a.ctypes.data, ctypes.POINTER(ctypes.c_int32)), shape=(len(a),))
+        read = by_pointer if self.fault == "strided_index_as_contiguous" else np.asarray
+        slots, writes = read(rows.index.slot), read(rows.index.write_slot)
+        return [dataclasses.replace(r, slot=int(s), write_slot=int(w)) for r, s, w in zip(rows, slots, writes)]
 
     def _pad(self, r) -> bool:
         """No state for this row (Row.is_pad); the graph_tail_processed fault sees only the PAD sentinel."""
@@ -79,7 +97,8 @@ class NumpyReplay(Target):
         self.shape = (cfg["HV"], cfg["K"], cfg["V"]) if self.kv else (cfg["HV"], cfg["V"], cfg["K"])
         self.pools = [np.full((self.S, self.stride), setup["poison"], dtype=np.float32) for _ in range(self.L)]
         self.last = None  # (rows, payload[layer][row] = (k, v, a, b) of the window) of the uncommitted step
-
+        self.cfg = cfg
+        self.index_buffer = []  # capture_writes_live_state: the real rows of the last step
     # --- slots: a head is [K, V] (kv) or [V, K] (vk) in the pool; the math works on [K, V] --------------------
     def _get(self, l: int, slot: int) -> np.ndarray:
         s = self.pools[l][slot, : self.E].reshape(self.shape)
@@ -113,8 +132,10 @@ class NumpyReplay(Target):
 
     # --- the protocol's commands ---------------------------------------------------------------------------
     def step(self, rows: list, inputs: list) -> list:
+        rows = self._kernel_rows(rows) if isinstance(rows, Rows) else rows
         n_tokens = inputs[0]["q"].shape[0]
         self._check(rows, n_tokens)
+        self.index_buffer = [r for r in rows if not self._pad(r)]
         for r in rows:
             if not self._pad(r) and r.is_prefill and r.fresh:
                 for l in range(self.L):
@@ -149,6 +170,7 @@ class NumpyReplay(Target):
         return outputs
 
     def commit(self, rows: list) -> None:
+        rows = self._kernel_rows(rows) if isinstance(rows, Rows) else rows
         if self.last is None:
             raise TargetError("rows", "commit without an uncommitted step")
         stepped, payload = self.last
@@ -168,6 +190,29 @@ class NumpyReplay(Target):
                 continue  # nothing committed: the slot's bytes stay as they are
             for l in range(self.L):
                 self._replay(l, r.slot, r.write_slot, payload[l][i], n)
+
+    def capture(self, rows: int, T: int) -> None:
+        """A new bucket warmed up on dummy inputs: `rows` PAD rows of T tokens through the step, outputs and
+        payload discarded (PAD rows read and write no state). The capture_writes_live_state fault runs the
+        warm-up on the last step's rows instead and commits its whole dummy window into their slots."""
+        pad = self.index_buffer[:rows] if self.fault == "capture_writes_live_state" else []
+        warm = [dataclasses.replace(r, T=T, token_offset=i * T, accepted=0, kind="verify", fresh=False)
+                for i, r in enumerate(pad)]
+        if not warm:
+            warm = [Row(slot=-1, write_slot=-1, T=T, token_offset=i * T, accepted=0, kind="verify", fresh=False,
+                        graph_tail=True) for i in range(rows)]
+        n, c = len(warm) * T, self.cfg
+        rng = np.random.default_rng(0xCA97)
+        dummy = {"q": (n, c["H"], c["K"]), "k": (n, c["H"], c["K"]), "v": (n, c["HV"], c["V"]),
+                 "a": (n, c["HV"], 1 if c["op"] == "gdn" else c["K"]), "b": (n, c["HV"])}
+        inputs = [{k: rng.standard_normal(shape).astype(np.float32) * 0.5 for k, shape in dummy.items()}
+                  for _ in range(self.L)]
+        index_buffer = self.index_buffer
+        self.step(warm, inputs)
+        if self.fault == "capture_writes_live_state":
+            self.commit([dataclasses.replace(r, accepted=T) for r in warm])
+        self.last = None
+        self.index_buffer = index_buffer  # the capture's rows are not the engine's batch
 
     def copy_slot(self, src: int, dst: int) -> None:
         for pool in self.pools:

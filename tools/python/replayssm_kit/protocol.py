@@ -24,7 +24,7 @@ from .safetensors_io import FormatError, parse_safetensors, serialize_safetensor
 
 PROTOCOL_NAME = "replayssm.target"
 # 1.1 added the `fixture` command; 1.2 graph padding, PAD conventions, out-of-place commits; 1.3 the conv fixture ops
-VERSION = (1, 3)
+VERSION = (1, 4)
 MAX_FRAME_BYTES = 8 << 30  # frames larger than 8 GiB are refused before anything is allocated
 
 

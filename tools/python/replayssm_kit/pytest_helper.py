@@ -104,8 +104,10 @@ def find_cli():
 
 
 def _shrunk_commands(counterexample: str) -> str:
-    """The command lines of RapidCheck's shrunk counterexample (the block after the sequence's type line)."""
+    """The command lines of RapidCheck's shrunk counterexample (the block after the sequence's type line), and
+    the captures inserted into it ("capture rows=R T=W before command I", from the block of capture points)."""
     lines = counterexample.splitlines()
+    blocks = []
     for i, line in enumerate(lines):
         if line.startswith("std::vector<") and line.rstrip().endswith(":"):
             block = []
@@ -113,8 +115,9 @@ def _shrunk_commands(counterexample: str) -> str:
                 if not cmd.strip():
                     break
                 block.append(cmd)
-            return "\n".join(block)
-    return counterexample
+            if not blocks or "CapturePoint" in line:
+                blocks.append("\n".join(block))
+    return "\n".join(blocks) if blocks else counterexample
 
 
 def fuzz_target(command, preset="tiny-gdn", cases=100, seed=1, layers=None, max_T=None, extra_args=(),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .target import Row, TargetError
+from .target import INDEX_FIELDS, Row, RowIndex, Rows, TargetError
 
 DTYPES = ("F32", "BF16")
 
@@ -119,6 +119,23 @@ class Session:
         s.poison_bits = poison_bits
         s.poison = np.array([bits], dtype=np.uint32).view(np.float32)[0]
         return s
+
+    def index_rows(self, rows: list) -> Rows:
+        """rows as a Rows whose index arrays are column views of this case's persistent index table
+        (RowIndex): the first len(rows) rows of the table are rewritten, the rest keep what earlier batches
+        left there. The table holds num_slots + 8 rows (a step's capacity) and grows for a larger batch."""
+        n = len(rows)
+        table = getattr(self, "index_table", None)
+        if table is None or table.shape[0] < n:
+            grown = np.full((max(n, self.S + 8), len(INDEX_FIELDS)), -1, dtype=np.int32)
+            if table is not None:
+                grown[: table.shape[0]] = table
+            self.index_table = table = grown
+        for i, r in enumerate(rows):
+            table[i] = (r.slot, r.write_slot, r.T, r.token_offset, r.accepted, int(r.is_pad))
+        out = Rows(rows)
+        out.index = RowIndex(table, n)
+        return out
 
     @property
     def state_shape(self) -> tuple:

@@ -9,6 +9,7 @@
         def commit(self, rows): ...
         def committed_state(self, layer, slot): ...
         def pool(self, layer): ...
+        def capture(self, rows, T): ...       # optional (protocol 1.4): claims the `capture` capability
 
     if __name__ == "__main__":
         raise SystemExit(serve(MyKernel()))
@@ -37,6 +38,11 @@ PAD_SLOT = -1
 FIXTURE_OPS = ("recurrent", "chunked", "mtp_verify", "replay_commit", "mtp_batch")
 CONV_FIXTURE_OPS = ("conv.prefill", "conv.update", "conv.commit")
 CONV_FIXTURE_OPS_MINOR = 3  # the protocol minor version that added CONV_FIXTURE_OPS
+CAPTURE_MINOR = 4  # the protocol minor version that added the `capture` command
+
+# The columns of the kit's index table (Rows.index): one int32 row per batch row. PAD_SLOT-style sentinels are
+# kept as the judge sent them; `pad` is 1 for a row that is_pad (a PAD row or a graph tail row), else 0.
+INDEX_FIELDS = ("slot", "write_slot", "T", "token_offset", "accepted", "pad")
 
 
 class TargetError(Exception):
@@ -88,6 +94,33 @@ class Row:
         return self.kind == "prefill"
 
 
+class RowIndex:
+    """The index arrays of a batch, as an engine hands them to a kernel: int32 arrays of length len(rows), one per
+    field of INDEX_FIELDS (slot, write_slot, T, token_offset, accepted, pad).
+
+    Every array is a **column view** of one persistent, capacity-sized table ([capacity, len(INDEX_FIELDS)]
+    int32, C order; `table`): non-contiguous, with a stride of len(INDEX_FIELDS) * 4 bytes, and the table's rows
+    beyond len(rows) hold what earlier, larger batches wrote there. That is how vLLM's mixed spec / non-spec
+    batches reached its kernels (a strided column of a (1 + num_spec)-wide index table, vLLM issue 52792): read
+    them through NumPy or torch indexing, or make them contiguous (np.ascontiguousarray, tensor.contiguous())
+    before handing a pointer to a kernel. Code that takes the data pointer and assumes unit stride reads the
+    other columns instead (docs/target-protocol.md, "Index arrays"). The arrays hold this call's rows until the
+    next step or commit rewrites the table: copy them to keep them.
+    """
+
+    def __init__(self, table, n: int):
+        self.table = table
+        for c, name in enumerate(INDEX_FIELDS):
+            setattr(self, name, table[:n, c])
+
+
+class Rows(list):
+    """The rows of a step or commit: a list of Row in batch order, plus `index`, the same rows as strided int32
+    index arrays (RowIndex)."""
+
+    index: RowIndex
+
+
 class Target:
     """An implementation of the state side of a hybrid model, as the judge drives it. Override setup, step,
     commit, committed_state and pool; copy_slot when the implementation can copy (else the kit declares
@@ -102,8 +135,9 @@ class Target:
         """The hello answer's capabilities (docs/target-protocol.md, "Capabilities"): name, ops, act_dtypes,
         state_dtypes, layouts, l2norms, kda_gates, round_beta_to_act, gva_ratios, K, V, max_T, max_layers,
         copy_slot, bit_exact, tier, pad_outputs_zero, design, fixture_ops (default: FIXTURE_OPS when fixture()
-        is overridden, else none; list CONV_FIXTURE_OPS there to claim the conv ops), pad_conventions, graph_padding, out_of_place_commit. Missing keys take the protocol's
-        defaults; the generator produces only what is covered."""
+        is overridden, else none; list CONV_FIXTURE_OPS there to claim the conv ops), pad_conventions, graph_padding, out_of_place_commit,
+        capture (default: true when capture() is overridden; sent only to a judge speaking 1.4 or later). Missing
+        keys take the protocol's defaults; the generator produces only what is covered."""
         return {}
 
     def setup(self, setup: dict, params: list) -> None:
@@ -127,7 +161,8 @@ class Target:
     def step(self, rows: list, inputs: list) -> list:
         """One mixed step on every layer.
 
-        rows:   list of Row, in batch order.
+        rows:   Rows: a list of Row in batch order, and rows.index, the same rows as int32 index arrays that are
+                strided column views of a capacity-sized table (RowIndex: never assume they are contiguous).
         inputs: per layer a dict of float32 arrays (act values, BF16 widened exactly): q, k [N, H, K];
                 v [N, HV, V]; a [N, HV, a_width]; b [N, HV].
         Returns per layer o [N, HV, V] (or flat), values as the kernel stores them (act dtype); PAD rows'
@@ -136,7 +171,8 @@ class Target:
         raise NotImplementedError("step")
 
     def commit(self, rows: list) -> None:
-        """Commits the last step's verify rows with rows[i].accepted tokens (prefill and PAD rows: nothing)."""
+        """Commits the last step's verify rows with rows[i].accepted tokens (prefill and PAD rows: nothing).
+        rows is a Rows, like step's (rows.index.accepted holds the accepted counts)."""
         raise NotImplementedError("commit")
 
     def copy_slot(self, src: int, dst: int) -> None:
@@ -151,6 +187,15 @@ class Target:
     def pool(self, layer: int):
         """Raw pool storage of one layer, gaps included: [S, stride] or flat [S * stride], state values."""
         raise NotImplementedError("pool")
+
+    def capture(self, rows: int, T: int) -> None:
+        """Optional (protocol 1.4): capture a new CUDA-graph bucket while requests are live: a step of `rows`
+        rows of `T` tokens each (1 <= rows <= num_slots + 8, 1 <= T <= max_T), warmed up and recorded on dummy
+        inputs using only PAD rows or the implementation's own scratch. Every slot, gap and committed state must
+        stay bitwise as it is (the pad_slot convention's pad slot excepted), and the next step behaves as if it
+        had not happened. Overriding it claims the `capture` capability; the default declines (not claimed, so
+        the judge never sends it and reports capture while live as not covered)."""
+        raise NotImplementedError("capture")
 
     def fixture(self, op: str, config: dict, inputs: dict) -> dict:
         """Optional: one static fixture's operation (docs/fixture-format.md; the ops of FIXTURE_OPS), so that

@@ -103,6 +103,8 @@ def describe_lifecycle(c: dict) -> str:
                          for r in c.get("rows", []))
         pads = f" pads={len(c['pad_at'])}" if c.get("pad_at") else ""
         return f"step [{rows}]{pads}"
+    if kind == "capture":  # protocol 1.4: no target call of its own in a trace
+        return f"capture rows={c.get('graph')} T={c.get('T')}"
     text = f"{kind} req{c.get('req')}"
     if kind == "copy":
         text += f" -> req{c.get('req2')}"

@@ -1,5 +1,5 @@
 // replayssm/reference/command.hpp — the lifecycle commands a judged run is made of (admit, step, finish,
-// continue, copy, preempt, resume), with their JSON form (stored in replayable fuzz dumps) and a one-line
+// continue, copy, preempt, resume, capture), with their JSON form (stored in replayable fuzz dumps) and a one-line
 // description for reports.
 #pragma once
 
@@ -23,7 +23,7 @@ struct RowSpec {
 };
 
 struct Cmd {
-  enum class Kind : std::uint8_t { Admit, Step, Finish, Continue, Copy, Preempt, Resume };
+  enum class Kind : std::uint8_t { Admit, Step, Finish, Continue, Copy, Preempt, Resume, Capture };
   Kind kind = Kind::Step;
   std::int32_t req = 0;         // Admit/Finish/Continue/Copy(src)/Preempt/Resume
   std::int32_t req2 = 0;        // Copy: destination request id
@@ -36,8 +36,12 @@ struct Cmd {
   // the step runs as a captured batch of C rows; rows beyond the live ones are the tail of the engine's
   // persistent, capacity-sized index buffer: with stale_tail, what earlier captured steps left there (stale
   // slot ids of a larger batch); without, PAD sentinels (TargetRow::graph_tail).
+  //
+  // Capture: the target captures (warms up and records) a new CUDA-graph bucket of `graph` rows of `capture_T`
+  // tokens each on dummy inputs, while requests are live (Target::capture); nothing observable may change.
   std::int32_t graph = 0;
   bool stale_tail = false;
+  std::int32_t capture_T = 0;  // Capture: the window of every row of the captured step, in [1, max_T]
 
   nlohmann::json to_json() const;
   // Reads to_json()'s form strictly: every key of the kind's form required and no other, integers as JSON
@@ -45,7 +49,7 @@ struct Cmd {
   // as full-match decimal uint64 text. Error("<field>.<key>", e.g. "cmd.rows[2].seed") otherwise. A row's
   // "to_slot" (integer >= 0) is written only for an out-of-place commit. A step's
   // "graph" (integer >= 0) and "stale_tail" (boolean) are written only for a captured step (graph > 0) and
-  // read as a pair: both or neither.
+  // read as a pair: both or neither. A capture is {"kind": "capture", "graph": C >= 1, "T": T >= 1}.
   static Cmd from_json(const nlohmann::json& j, const std::string& field = "cmd");
   std::string str() const;
 };

@@ -87,6 +87,8 @@ class Engine {
   void preempt(const Cmd& c);
   void resume(const Cmd& c);
   std::vector<std::vector<float>> step(const Cmd& c);
+  // A CUDA-graph bucket captured while requests are live (Target::capture): it changes no request.
+  void capture(const Cmd& c);
 
   PackedStep pack_step(const Cmd& c) const;
   // Pads a packed step to the captured size c.graph (graph_tail rows: the persistent buffer's stale rows or

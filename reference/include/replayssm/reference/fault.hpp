@@ -54,6 +54,9 @@ enum class Fault : std::uint8_t {
   ConvWindowNotCopied,        // a slot copy moves the recurrent state but not the conv window
   ConvFreshKeepsTenantWindow, // a fresh prefill starts its conv from the window the slot holds (a finished or
                               // preempted tenant's columns, or poison) instead of zeros
+  CaptureWritesLiveState,     // capturing a new CUDA-graph bucket while requests are live warms the step up on the
+                              // persistent index buffer's current contents (the slots of the last step) instead of
+                              // PAD rows, and the warm-up commits its dummy window into those live slots
 };
 // The compiled window of WidthCappedAt8 (1 + 7 drafts): only windows of T > 8 (widths 9..12 and up) see it.
 inline constexpr std::int32_t kFaultWidthCap = 8;

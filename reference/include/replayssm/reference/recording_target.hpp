@@ -34,6 +34,11 @@ class RecordingTarget : public Target {
                                        const std::vector<SequenceInputs>& inputs) override;
   void commit(const std::vector<TargetRow>& rows) override;
   void copy_slot(std::int32_t src, std::int32_t dst) override;
+  // A capture is no trace call (the format holds none): the oracle runs it and nothing is recorded, so a trace
+  // of a sequence with captures lists them among its lifecycle commands with no call of their own. A capture
+  // changes nothing a later call's expectations depend on.
+  bool captures() const override { return inner_->captures(); }
+  void capture(std::int32_t rows, std::int32_t T) override { inner_->capture(rows, T); }
   std::vector<float> committed_state(std::int32_t layer, std::int32_t slot) const override {
     return inner_->committed_state(layer, slot);
   }

@@ -175,6 +175,15 @@ class Target {
   // conv_stride values, conv_stride = C*(W-1) + 4: a gap after every slot), for untouched-slot checks.
   virtual std::vector<float> conv_committed_state(std::int32_t layer, std::int32_t slot) const;
   virtual std::vector<float> conv_pool(std::int32_t layer) const;
+
+  // Whether the target takes capture() while requests are live (docs/lifecycle.md, "Generation and shrinking"); the
+  // generator sends no capture to a target that does not (its report says "not covered").
+  virtual bool captures() const { return false; }
+  // Captures a new CUDA-graph bucket: a step of `rows` rows of `T` tokens each (1 <= rows <= max_rows(),
+  // 1 <= T <= max_T), warmed up and recorded on dummy inputs, using only PAD rows or the target's own scratch.
+  // Requests are live: no slot, gap or committed state may change (the pad_slot convention's pad slot
+  // excepted), and the next step and commit behave as if it had not happened. Default: Error("capture").
+  virtual void capture(std::int32_t rows, std::int32_t T);
   virtual void setup(const EngineSetup& s) = 0;
   // A slot is (re)allocated to a request: reset per-slot bookkeeping (ring cursors). Pool data stays.
   virtual void allocate(std::int32_t slot) = 0;
