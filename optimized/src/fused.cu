@@ -22,8 +22,19 @@
 #include "tile.cuh"
 #include "token.cuh"
 
+// Teeth check of GpuFused (docs/cuda.md, "Fused step"): 0 leaves out the rounding of the registers to the
+// state dtype after the commit; the bf16-state cases must then fail the bitwise comparison.
+#ifndef REPLAYSSM_FUSED_ROUND
+#define REPLAYSSM_FUSED_ROUND 1
+#endif
+
 namespace replayssm::cuda::detail {
 namespace {
+
+// round_tile_to_state, unless the teeth check above leaves it out.
+__device__ __forceinline__ void fused_round(const DevCfg& c, float (&s)[kNR][kEK]) {
+  if (REPLAYSSM_FUSED_ROUND) round_tile_to_state(c, s);
+}
 
 // Records of the previous step this row commits here: its accepted count when that commit is pending
 // (a real row with a write slot and n > 0), else 0.
@@ -64,7 +75,7 @@ __global__ void __launch_bounds__(128) fused_kernel(const LaunchArgs args) {
       }
     }
     store_tile<LK>(c, state_head(c, args.pool, prev.write_slot, it.hv), it.r0, it.kl, s);
-    round_tile_to_state(c, s);
+    fused_round(c, s);
     __syncthreads();  // the commit's readers are done with the stage
   }
   for (int t0 = 0; t0 < it.row.T; t0 += kTC) {
@@ -116,7 +127,7 @@ __global__ void __launch_bounds__(128, CTAS) fused_pipe_kernel(const LaunchArgs 
             run_staged<LK, KDA, false>(p.st, t, p.kl, p.lg.lrow0, s, d, o);
           }
           store_tile_vk<LK>(c, state_head(c, it.layer.pool, prev.write_slot, it.hv), it.r0, p.kl, s);
-          round_tile_to_state(c, s);
+          fused_round(c, s);
         }
         for (int t = 0; t < it.row.T; ++t) {
           float d[kNR], o[kNR];
