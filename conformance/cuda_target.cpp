@@ -6,6 +6,7 @@
 #include <limits>
 #include <memory>
 
+#include "cuda_bytes.hpp"
 #include "replayssm/cuda/kernels.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/tensor.hpp"
@@ -19,18 +20,6 @@ namespace {
 using ref::RowKind;
 using ref::SequenceInputs;
 using ref::TargetRow;
-
-// Host values <-> device bytes of an F32 or BF16 tensor (core's Tensor does the rounding and widening).
-std::vector<std::uint8_t> encode(DType t, const std::vector<float>& x) {
-  return Tensor::from_f32(t, {static_cast<std::int64_t>(x.size())}, x).data;
-}
-std::vector<float> decode(DType t, const std::vector<std::uint8_t>& b) {
-  Tensor x;
-  x.dtype = t;
-  x.shape = {static_cast<std::int64_t>(b.size() / dtype_size(t))};
-  x.data = b;
-  return x.to_f32();
-}
 
 class CudaTarget : public ref::Target {
  public:
@@ -72,7 +61,7 @@ class CudaTarget : public ref::Target {
     pools_.clear();
     bufs_.clear();
     std::vector<float> poison(static_cast<std::size_t>(s.num_slots * stride_), s.poison);
-    const auto poison_bytes = encode(cfg.state_dtype, poison);
+    const auto poison_bytes = encode_values(cfg.state_dtype, poison);
     for (int l = 0; l < cfg.num_layers; ++l) {
       pools_.emplace_back(static_cast<std::size_t>(s.num_slots * stride_) * ssz);
       pools_.back().upload(poison_bytes.data(), poison_bytes.size());
@@ -129,7 +118,7 @@ class CudaTarget : public ref::Target {
       cuda::DeviceBuffer q(in.q.size() * asz + 16), k(in.k.size() * asz + 16), v(in.v.size() * asz + 16),
           a(in.a.size() * asz + 16), b(in.b.size() * asz + 16);
       const auto up = [&](cuda::DeviceBuffer& d, const std::vector<float>& x) {
-        const auto e = encode(cfg.act_dtype, x);
+        const auto e = encode_values(cfg.act_dtype, x);
         if (!e.empty()) d.upload(e.data(), e.size());
       };
       up(q, in.q), up(k, in.k), up(v, in.v), up(a, in.a), up(b, in.b);
@@ -144,7 +133,7 @@ class CudaTarget : public ref::Target {
       cuda::synchronize();
       std::vector<std::uint8_t> ob(o_elems * asz);
       if (!ob.empty()) o.download(ob.data(), ob.size());
-      out.push_back(decode(cfg.act_dtype, ob));
+      out.push_back(decode_values(cfg.act_dtype, ob));
     }
     commit_now();
     return out;
@@ -169,12 +158,12 @@ class CudaTarget : public ref::Target {
     const std::size_t ssz = dtype_size(s_.cfg.state_dtype), n = static_cast<std::size_t>(s_.cfg.state_elems()) * ssz;
     std::vector<std::uint8_t> tmp(n);
     pools_[layer].download(tmp.data(), n, static_cast<std::size_t>(slot * stride_) * ssz);
-    return decode(s_.cfg.state_dtype, tmp);
+    return decode_values(s_.cfg.state_dtype, tmp);
   }
   std::vector<float> pool(std::int32_t layer) const override {
     std::vector<std::uint8_t> tmp(pools_[layer].bytes());
     pools_[layer].download(tmp.data(), tmp.size());
-    return decode(s_.cfg.state_dtype, tmp);
+    return decode_values(s_.cfg.state_dtype, tmp);
   }
 
  private:
@@ -219,6 +208,7 @@ int register_cuda_targets() {
     require(f == ref::Fault::None, "fault", "the cuda targets carry no injected faults");
     return std::make_unique<CudaTarget>(false);
   });
+  register_cuda_fused_target();
   return cuda::device_count();
 }
 

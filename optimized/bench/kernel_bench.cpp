@@ -118,8 +118,8 @@ double copy_bandwidth(cudaStream_t s, int repeats) {
 struct Row {
   int batch, T, n, R, scratch_sets;
   double copy_gbs;
-  double ver_rep, com_rep, step_rep, ver_full, com_copy, step_full;
-  double b_ver_rep, b_com_rep, b_ver_full, b_com_copy;
+  double ver_rep, com_rep, step_rep, ver_full, com_copy, step_full, step_fused;
+  double b_ver_rep, b_com_rep, b_ver_full, b_com_copy, b_fused;
   double scratch_full, scratch_rep;
 };
 
@@ -138,11 +138,13 @@ Row run_config(const ModelConfig& cfg, int batch, int T, int accept, int repeats
   const std::int64_t tokens = static_cast<std::int64_t>(batch) * T;
   const std::int64_t row_w = PayloadGeometry::row_width(cfg);
 
-  std::vector<DeviceBuffer> pools, payloads, outs, params, inputs;
+  // payloads2: the other buffer of the fused step's pair (it captures into one while it replays the other).
+  std::vector<DeviceBuffer> pools, payloads, payloads2, outs, params, inputs;
   for (int l = 0; l < L; ++l) {
     pools.emplace_back(static_cast<std::size_t>(pool.num_slots * req_state));
     fill_random(pools.back().get(), pool.num_slots * cfg.state_elems(), cfg.state_dtype, 100 + l, 0.5f, s);
     payloads.emplace_back(static_cast<std::size_t>(payload_bytes(cfg, pay)));
+    payloads2.emplace_back(static_cast<std::size_t>(payload_bytes(cfg, pay)));
     outs.emplace_back(static_cast<std::size_t>(tokens * cfg.HV * cfg.V * as));
     params.emplace_back(static_cast<std::size_t>(cfg.HV * (1 + cfg.a_width()) * 4));
     std::vector<float> p(static_cast<std::size_t>(cfg.HV * (1 + cfg.a_width())));
@@ -206,7 +208,20 @@ Row run_config(const ModelConfig& cfg, int batch, int T, int accept, int repeats
         verify_full_state(b, lp, token_inputs(r, l), outs[static_cast<std::size_t>(l)].get(), s);
     }
   };
+  // The fused step in its steady state: each layer's launch commits the previous step's n records of every
+  // row (in place: the rows keep their slots, so rotation set r is its own previous step) from `payloads`
+  // and verifies this step's T tokens, capturing into `payloads2`.
+  auto fused_all = [&](int r) {
+    const auto& b = *batches[static_cast<std::size_t>(r)];
+    for (int l = 0; l < L; ++l) {
+      LayerPointers lp = b.layers()[static_cast<std::size_t>(l)];
+      lp.payload = payloads2[static_cast<std::size_t>(l)].get();
+      verify_fused(b, b, payloads[static_cast<std::size_t>(l)].get(), lp, token_inputs(r, l),
+                   outs[static_cast<std::size_t>(l)].get(), s);
+    }
+  };
   // One eager pass first (kernel attributes and occupancy queries happen outside graph capture).
+  fused_all(0);
   verify_all(0, true);
   commit_replay(*batches[0], s);
   verify_all(0, false);
@@ -214,7 +229,7 @@ Row run_config(const ModelConfig& cfg, int batch, int T, int accept, int repeats
   synchronize(s);
   std::vector<Graph> g_vr(static_cast<std::size_t>(R)), g_cr(static_cast<std::size_t>(R)),
       g_sr(static_cast<std::size_t>(R)), g_vf(static_cast<std::size_t>(R)), g_cc(static_cast<std::size_t>(R)),
-      g_sf(static_cast<std::size_t>(R));
+      g_sf(static_cast<std::size_t>(R)), g_fu(static_cast<std::size_t>(R));
   for (int r = 0; r < R; ++r) {
     const auto& b = *batches[static_cast<std::size_t>(r)];
     const auto ri = static_cast<std::size_t>(r);
@@ -230,9 +245,10 @@ Row run_config(const ModelConfig& cfg, int batch, int T, int accept, int repeats
       verify_all(r, false);
       commit_copy(b, s);
     });
+    g_fu[ri].capture(s, [&] { fused_all(r); });
   }
   Timer tm;
-  std::vector<double> t_vr, t_cr, t_sr, t_vf, t_cc, t_sf;
+  std::vector<double> t_vr, t_cr, t_sr, t_vf, t_cc, t_sf, t_fu;
   int rot = 0;
   auto next = [&] { return static_cast<std::size_t>(rot++ % R); };
   for (int it = 0; it < repeats + 3; ++it) {
@@ -247,6 +263,7 @@ Row run_config(const ModelConfig& cfg, int batch, int T, int accept, int repeats
     run(g_cr, t_cr);
     run(g_sf, t_sf);
     run(g_sr, t_sr);
+    run(g_fu, t_fu);
   }
   synchronize(s);
 
@@ -263,6 +280,7 @@ Row run_config(const ModelConfig& cfg, int batch, int T, int accept, int repeats
   row.ver_full = median(t_vf);
   row.com_copy = median(t_cc);
   row.step_full = median(t_sf);
+  row.step_fused = median(t_fu);
   const double state_all = static_cast<double>(L) * batch * req_state;
   const double in_bytes = static_cast<double>(L) * in_elems * as, o_bytes = static_cast<double>(L) * tokens * cfg.HV * cfg.V * as;
   const double pay_bytes = static_cast<double>(L) * tokens * row_w * as;
@@ -270,6 +288,9 @@ Row run_config(const ModelConfig& cfg, int batch, int T, int accept, int repeats
   row.b_com_rep = 2 * state_all + static_cast<double>(L) * batch * n * row_w * as;
   row.b_ver_full = state_all * (1 + T) + in_bytes + o_bytes;
   row.b_com_copy = 2 * state_all;
+  // fused: the state read and written once, the previous step's n payload rows, this step's inputs, outputs
+  // and payload capture
+  row.b_fused = 2 * state_all + static_cast<double>(L) * batch * n * row_w * as + in_bytes + o_bytes + pay_bytes;
   row.scratch_full = static_cast<double>(L) * scratch_layer;
   row.scratch_rep = static_cast<double>(L) * tokens * row_w * as;
   return row;
@@ -365,31 +386,33 @@ int run_bench(const BenchOptions& o, std::FILE* out, std::FILE* log) {
   char line[1024];
   table += "| batch | T | n | verify replay us | commit replay us | ReplaySSM step us | verify full us | commit copy us "
            "| full-state step us | speedup | commit replay %copy | commit copy %copy | verify replay %copy | "
-           "verify full %copy | scratch full MiB | payload MiB |\n";
-  table += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+           "verify full %copy | scratch full MiB | payload MiB | fused step us | fused vs ReplaySSM step | fused %copy |\n";
+  table += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   std::string csvs =
       "gpu,date,preset,batch,T,n,copy_GBps,verify_replay_us,commit_replay_us,step_replay_us,verify_full_us,"
       "commit_copy_us,step_full_us,speedup,commit_replay_pct_copy,commit_copy_pct_copy,verify_replay_pct_copy,"
       "verify_full_pct_copy,bytes_verify_replay,bytes_commit_replay,bytes_verify_full,bytes_commit_copy,"
-      "scratch_full_bytes,payload_bytes\n";
+      "scratch_full_bytes,payload_bytes,step_fused_us,fused_vs_replay,fused_pct_copy,bytes_fused\n";
   for (const Row& r : rows) {
     const double sp = r.step_full / r.step_rep;
     std::snprintf(line, sizeof line,
                   "| %d | %d | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2fx | %.1f%% | %.1f%% | %.1f%% | "
-                  "%.1f%% | %.0f | %.1f |\n",
+                  "%.1f%% | %.0f | %.1f | %.1f | %.2fx | %.1f%% |\n",
                   r.batch, r.T, r.n, r.ver_rep, r.com_rep, r.step_rep, r.ver_full, r.com_copy, r.step_full, sp,
                   pct(r.b_com_rep, r.com_rep, r.copy_gbs), pct(r.b_com_copy, r.com_copy, r.copy_gbs),
                   pct(r.b_ver_rep, r.ver_rep, r.copy_gbs), pct(r.b_ver_full, r.ver_full, r.copy_gbs),
-                  r.scratch_full / 1048576.0, r.scratch_rep / 1048576.0);
+                  r.scratch_full / 1048576.0, r.scratch_rep / 1048576.0, r.step_fused, r.step_rep / r.step_fused,
+                  pct(r.b_fused, r.step_fused, r.copy_gbs));
     table += line;
     std::snprintf(line, sizeof line,
                   "%s,%s,%s,%d,%d,%d,%.1f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%.2f,%.2f,%.2f,%.2f,%.0f,%.0f,%.0f,%.0f,"
-                  "%.0f,%.0f\n",
+                  "%.0f,%.0f,%.2f,%.3f,%.2f,%.0f\n",
                   prop.name, date, cfg.name.c_str(), r.batch, r.T, r.n, r.copy_gbs, r.ver_rep, r.com_rep, r.step_rep,
                   r.ver_full, r.com_copy, r.step_full, sp, pct(r.b_com_rep, r.com_rep, r.copy_gbs),
                   pct(r.b_com_copy, r.com_copy, r.copy_gbs), pct(r.b_ver_rep, r.ver_rep, r.copy_gbs),
                   pct(r.b_ver_full, r.ver_full, r.copy_gbs), r.b_ver_rep, r.b_com_rep, r.b_ver_full, r.b_com_copy,
-                  r.scratch_full, r.scratch_rep);
+                  r.scratch_full, r.scratch_rep, r.step_fused, r.step_rep / r.step_fused,
+                  pct(r.b_fused, r.step_fused, r.copy_gbs), r.b_fused);
     csvs += line;
   }
   std::fputs(table.c_str(), out);

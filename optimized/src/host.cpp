@@ -366,6 +366,53 @@ void commit_replay(const DeviceBatch& b, Stream s) {
   check_launch(detail::launch_commit_replay(args, s), "commit_replay");
 }
 
+void validate_fused(const std::vector<BatchRow>& rows, const std::vector<BatchRow>& prev_rows) {
+  require(rows.size() == prev_rows.size(), "prev.rows", "has ", prev_rows.size(), " rows, the batch has ",
+          rows.size(), " (row r's pending commit is prev row r)");
+  auto pending = [](const BatchRow& p) { return p.slot != kPadSlot && p.write_slot != kPadSlot && p.accepted > 0; };
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (!pending(prev_rows[i])) continue;
+    require(rows[i].slot == prev_rows[i].write_slot, "rows[" + std::to_string(i) + "].slot", "is ", rows[i].slot,
+            ", but the row's pending commit lands in slot ", prev_rows[i].write_slot,
+            ": resolve it with commit_replay before the row leaves the batch");
+  }
+  // No other row reads a slot a pending commit writes in this launch: rows[i].slot is that slot and
+  // validate_batch lets no two real rows share a slot; a pending commit's write slot is no other pending
+  // row's checkpoint (the previous step's validate_batch).
+}
+
+void verify_fused(const DeviceBatch& b, const DeviceBatch& prev, const void* prev_payload, const LayerPointers& layer,
+                  const TokenInputs& in, void* o, Stream s) {
+  const ModelConfig &c = b.cfg(), &pc = prev.cfg();
+  require(pc.op == c.op && pc.H == c.H && pc.HV == c.HV && pc.K == c.K && pc.V == c.V &&
+              pc.state_dtype == c.state_dtype && pc.act_dtype == c.act_dtype && pc.layout == c.layout,
+          "prev.cfg", "the previous step's batch is of another model configuration");
+  require(prev.pool().num_slots == b.pool().num_slots && prev.pool().stride(pc) == b.pool().stride(c) &&
+              prev.pool().num_layers == b.pool().num_layers,
+          "prev.pool", "the previous step's batch has another pool geometry");
+  require(prev.payload().page_tokens == b.payload().page_tokens &&
+              prev.payload().pages_per_row == b.payload().pages_per_row &&
+              prev.payload().num_pages == b.payload().num_pages,
+          "prev.payload", "the previous step's batch has another payload geometry");
+  require(prev.has_pages(), "prev.page_table", "the previous step's batch has no page table");
+  require(b.has_pages(), "page_table", "verify_fused needs a page table (set_rows)");
+  validate_fused(b.rows(), prev.rows());
+  LaunchArgs args = base_args(b);
+  layer_args(args, layer, in, o);
+  require_ptr(layer.payload, "layer.payload");
+  require_ptr(prev_payload, "prev_payload");
+  require(prev_payload != layer.payload, "prev_payload",
+          "is layer.payload: this step's capture would overwrite the records the commit replays (use the other "
+          "buffer of the pair)");
+  args.payload = layer.payload;
+  args.prev_rows = reinterpret_cast<const DevRow*>(prev.d_rows());
+  args.prev_pages = prev.d_page_table();
+  args.prev_payload = prev_payload;
+  args.max_T = prev.max_T() + b.max_T();  // stage capacity: the previous records, then the window
+  check_grid(static_cast<long long>(args.num_rows) * args.c.HV * args.c.tiles, "rows");
+  check_launch(detail::launch_verify_fused(args, s), "verify_fused");
+}
+
 void ring_decode(const DeviceBatch& b, const LayerPointers& layer, const DecodeRingRecords& ring,
                  const TokenInputs& in, void* o, Stream s) {
   require(b.decode_ring_len() >= 1 && b.write_pos().size() == b.rows().size(), "write_pos",

@@ -115,6 +115,13 @@ struct LaunchArgs {
   // Schedule of verify and commit_replay: 0 = one CTA per value-head tile, 1 = persistent grid with
   // cp.async prefetch of the next tile ([V,K] layout only). Same arithmetic either way.
   int persistent = 0;
+  // fused verify (fused.cu): the previous step's batch rows (same row count as `rows`: row r's pending
+  // commit is prev_rows[r]), its page table (same geometry) and this layer's payload of the previous step
+  // (the other buffer of the pair: `payload` receives this step's capture). max_T is then the stage
+  // capacity: the previous step's max_T plus this step's.
+  const DevRow* prev_rows = nullptr;
+  const std::int32_t* prev_pages = nullptr;
+  const void* prev_payload = nullptr;
 };
 
 // Work items of a tile-kernel launch, one per (layer, batch row, value head, V tile): every layer of
@@ -128,6 +135,7 @@ int launch_verify(const LaunchArgs& args, void* stream);         // verify.cu
 int launch_commit_replay(const LaunchArgs& args, void* stream);  // commit.cu
 int launch_commit_copy(const LaunchArgs& args, void* stream);    // commit.cu
 int launch_ring_decode(const LaunchArgs& args, void* stream);    // ring_decode.cu
+int launch_verify_fused(const LaunchArgs& args, void* stream);   // fused.cu
 // fill_random.cu
 int launch_fill_random(void* dst, std::int64_t n, int bf16, std::uint64_t seed, float scale, void* stream);
 

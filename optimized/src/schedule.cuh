@@ -117,6 +117,14 @@ struct PipeLoop {
   template <class RealF, class SkipF, class StageF, class ComputeF, class HintF>
   __device__ __forceinline__ void run(const LaunchArgs& args, RealF&& real, SkipF&& skipped, StageF&& stage,
                                       ComputeF&& compute, HintF&& hint) const {
+    run_from(
+        args, [&](int r) { return args.rows[r].slot; }, real, skipped, stage, compute, hint);
+  }
+  // The same with the slot whose state tile an item of batch row r loads given by read_slot(r) (the fused
+  // verify: the previous step's checkpoint while a commit is pending, else the row's slot).
+  template <class SlotF, class RealF, class SkipF, class StageF, class ComputeF, class HintF>
+  __device__ __forceinline__ void run_from(const LaunchArgs& args, SlotF&& read_slot, RealF&& real, SkipF&& skipped,
+                                           StageF&& stage, ComputeF&& compute, HintF&& hint) const {
     const DevCfg& c = args.c;
     // Next real item at or after w (stride gridDim.x).
     auto next_real = [&](long long w) {
@@ -131,7 +139,7 @@ struct PipeLoop {
     auto prefetch = [&](long long w) {
       const Coords at = item_coords(c, args.num_rows, w);
       void* pool = ALL_LAYERS ? args.layers[at.layer].pool : args.pool;
-      prefetch_tile<LK>(c, state_head(c, pool, args.rows[at.r].slot, at.hv), at.tile * lg.VT + lg.lrow0, kl, buf);
+      prefetch_tile<LK>(c, state_head(c, pool, read_slot(at.r), at.hv), at.tile * lg.VT + lg.lrow0, kl, buf);
       hint(at, args.rows[at.r]);
     };
     long long cur = next_real(blockIdx.x);

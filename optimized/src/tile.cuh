@@ -144,6 +144,17 @@ __device__ __forceinline__ void load_tile(const DevCfg& c, const void* head, int
       load_tile_t<LK, false, false>(c, head, r0, kl, s);
   }
 }
+// The register tile as load_tile would give it back after store_tile: unchanged for an fp32 state, each
+// element rounded to bf16 (RNE, f_to_bf16_bits) and widened back for a bf16 state. The fused verify continues
+// from the committed state in registers; this makes them the bits the separate verify loads from the slot.
+__device__ __forceinline__ void round_tile_to_state(const DevCfg& c, float (&s)[kNR][kEK]) {
+  if (!c.state_bf16) return;
+#pragma unroll
+  for (int i = 0; i < kNR; ++i)
+#pragma unroll
+    for (int e = 0; e < kEK; ++e) s[i][e] = bf16_bits_to_f(f_to_bf16_bits(s[i][e]));
+}
+
 template <int LK, int I0 = 0, int I1 = kNR>
 __device__ __forceinline__ void store_tile(const DevCfg& c, void* head, int r0, int kl, const float (&s)[kNR][kEK]) {
   if (c.layout_vk) {

@@ -51,6 +51,18 @@ struct Stage {
   }
 };
 
+// The same stage seen from token slot `off` on: slot tt of the result is slot off + tt of st (the fused
+// verify stages the previous step's records at slots [0, n) and this step's window at [n, n + T)).
+__device__ __forceinline__ Stage stage_from(Stage st, int off) {
+  st.kn += off * st.K;
+  st.qs += off * st.K;
+  st.alpha += off * st.AW;
+  st.g += off * st.AW;
+  st.beta += off;
+  st.v += off * st.VT;
+  return st;
+}
+
 // L2 normalisation of a K-vector spread over one warp (lane holds x[e] = element lane + 32 e), times mul.
 template <int E>
 __device__ __forceinline__ void l2norm_warp(const DevCfg& c, const float (&x)[E], float mul, float (&y)[E]) {

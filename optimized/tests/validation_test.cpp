@@ -105,3 +105,17 @@ TEST(CudaHost, ScratchFormulas) {
   // Row: k [16*128] + v [32*128] + a [32] + b [32] = 6208 elements of 2 bytes.
   EXPECT_EQ(cuda::payload_bytes(c, g), 128LL * 4 * 6208 * 2);
 }
+
+// The fused step's row rules (verify_fused, before anything is launched): row r's pending commit is prev row
+// r and lands in row r's slot; rows without a pending commit (n = 0, PAD, write_slot PAD) are free.
+TEST(CudaHost, ValidateFusedNamesTheField) {
+  const std::vector<BatchRow> prev{{0, 2, 4, 0, 2}, {1, 1, 3, 4, 0}, {3, kPadSlot, 2, 7, 2}, {kPadSlot, 5, 2, 9, 2}};
+  EXPECT_EQ(field_of([&] { cuda::validate_fused({{2, 2, 4, 0, 0}, {4, 4, 1, 4, 0}, {3, 3, 1, 5, 0}, {5, 5, 1, 6, 0}}, prev); }),
+            "<no error>");
+  EXPECT_EQ(field_of([&] { cuda::validate_fused({{2, 2, 4, 0, 0}}, prev); }), "prev.rows");
+  EXPECT_EQ(field_of([&] { cuda::validate_fused({{0, 0, 4, 0, 0}, {1, 1, 1, 4, 0}, {3, 3, 1, 5, 0}, {5, 5, 1, 6, 0}}, prev); }),
+            "rows[0].slot");  // reads the checkpoint its own pending commit replaces
+  EXPECT_EQ(field_of([&] { cuda::validate_fused({{kPadSlot, kPadSlot, 4, 0, 0}, {1, 1, 1, 4, 0}, {3, 3, 1, 5, 0},
+                                                  {5, 5, 1, 6, 0}}, prev); }),
+            "rows[0].slot");  // left the batch with its commit pending: resolve it first
+}

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""This project's ReplaySSM step next to FLA's full-state spec path, on the same GPU in the same call.
+"""This project's ReplaySSM step (separate verify + commit, and the fused step: the previous step's commit
+folded into this step's verify) next to FLA's full-state spec path, on the same GPU in the same call.
 
 FLA (flash-linear-attention / fla-core) is imported from a path or package the user provides; nothing of it is
 copied here. FLA's full-state spec path is what a vLLM user runs for MTP today: `fused_recurrent_kda_fwd` with
@@ -174,9 +175,9 @@ def main():
     rows = []
     print(f"# {torch.cuda.get_device_name(0)}; per layer ({a.preset} shapes, {layers} layers in the project's "
           "bench, fp32 [V,K] state, bf16 activations)")
-    print("| batch | T | ReplaySSM step us | FLA full-state spec us | ratio | FLA decode us | project verify us | "
-          "project commit us |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| batch | T | ReplaySSM step us | FLA full-state spec us | ratio | fused step us | fused ratio | "
+          "FLA decode us | project verify us | project commit us |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for b in batches:
         for T in Ts:
             p = proj.get((b, T))
@@ -184,11 +185,16 @@ def main():
                 sys.exit(f"the project's bench gave no row for batch {b}, T {T}")
             spec, dec = fla_times(kernel, b, T, a.repeats, **shape)
             step = float(p["step_replay_us"]) / layers
+            if not p.get("step_fused_us"):
+                sys.exit(f"the project's bench gave no fused step for batch {b}, T {T} (an older replayssm?)")
+            fused = float(p["step_fused_us"]) / layers
             row = {"batch": b, "T": T, "replayssm_step_us": step, "fla_spec_us": spec, "ratio": spec / step,
+                   "fused_step_us": fused, "fused_ratio": spec / fused,
                    "fla_decode_us": dec, "verify_us": float(p["verify_replay_us"]) / layers,
                    "commit_us": float(p["commit_replay_us"]) / layers, "copy_GBps": p["copy_GBps"]}
             rows.append(row)
-            print(f"| {b} | {T} | {step:.1f} | {spec:.1f} | {spec / step:.2f}x | {dec:.1f} | "
+            print(f"| {b} | {T} | {step:.1f} | {spec:.1f} | {spec / step:.2f}x | {fused:.1f} | {spec / fused:.2f}x | "
+                  f"{dec:.1f} | "
                   f"{row['verify_us']:.1f} | {row['commit_us']:.1f} |")
     if a.csv:
         with open(a.csv, "w", newline="") as f:

@@ -186,7 +186,7 @@ void register_conform(CLI::App& app) {
       std::cout << "== full-depth bookkeeping campaigns (" << deep.cases << " cases of up to " << deep.max_commands
                 << " commands, " << deep.preset << ")\n";
       for (const auto& t : targets_for(a->target, a->fault)) {
-        if (t == "cuda" || t == "cuda_full_state") continue;  // the kernels take K in {64, 128, 256} only
+        if (t == "cuda" || t == "cuda_full_state" || t == "cuda_fused") continue;  // the kernels take K in {64, 128, 256} only
         run(deep, t);
       }
     }

@@ -24,7 +24,8 @@ void register_fuzz(CLI::App& app) {
   auto export_to = std::make_shared<std::string>();
   auto junit_out = std::make_shared<std::string>();
   c->add_option("--target", a->target,
-                "reference (= replay and ring), replay, ring, cuda, cuda_full_state, or exec:'COMMAND' (an "
+                "reference (= replay and ring), replay, ring, cuda, cuda_full_state, cuda_fused (the fused step, commits "
+                "deferred to the next step), or exec:'COMMAND' (an "
                 "implementation in its own process, docs/target-protocol.md); with --level engine: "
                 "engine:reference (raw-payload design, with the spec-ring engine in lock step), engine:ring "
                 "(spec-ring design) or exec:'COMMAND'")

@@ -275,6 +275,28 @@ void verify_replay(const DeviceBatch& b, const LayerPointers& layer, const Token
 // page table and accepted, and set_layers() (pool, payload, A_log, dt_bias).
 void commit_replay(const DeviceBatch& b, Stream s = nullptr);
 
+// (1d) Fused ReplaySSM step of one layer: commits this layer's pending commit of the previous step and
+// verifies this step, on one load of the state (docs/cuda.md, "Fused step"). `prev` is the previous step's
+// batch (its rows with accepted, its page table), `prev_payload` this layer's payload buffer of that step,
+// layer.payload the OTHER buffer of the pair (this step's capture; the two alternate per step). For every
+// row r with a pending commit (prev row r real, write_slot != PAD, n = accepted > 0) the kernel loads the
+// checkpoint prev.rows[r].slot, replays the n records, stores the state (rounded once) into
+// prev.rows[r].write_slot, which must be this step's rows[r].slot, and continues the verify of rows[r] from
+// the registers; rows without one verify from rows[r].slot. Outputs, payload and the committed state are
+// bit-identical to commit_replay(prev) (this layer) followed by verify_replay(b). A commit that cannot be
+// folded into this step (the row leaves the batch or becomes PAD, its slot is copied, freed or read by
+// someone else first) must be resolved before with commit_replay on exactly those rows.
+// Errors (validate_fused, before anything is launched): besides verify_replay's, "prev.rows" (row count),
+// "prev.cfg" / "prev.pool" / "prev.payload" (another model, pool or payload geometry), "prev.page_table",
+// "rows[i].slot" (a pending commit lands elsewhere than the row's slot), "prev_payload" (null or the same
+// buffer as layer.payload). No row reads a slot another row's pending commit writes in the launch: that slot
+// is the committing row's own slot, and validate_batch lets no two real rows share one.
+void verify_fused(const DeviceBatch& b, const DeviceBatch& prev, const void* prev_payload, const LayerPointers& layer,
+                  const TokenInputs& in, void* o, Stream s = nullptr);
+// The row rules of verify_fused on their own (no GPU): rows.size() == prev_rows.size() ("prev.rows"); a
+// pending commit of prev_rows[i] lands in rows[i].slot ("rows[i].slot").
+void validate_fused(const std::vector<BatchRow>& rows, const std::vector<BatchRow>& prev_rows);
+
 // (4) Standard decode on the decode ring, one layer (GDN and KDA, every row T = 1): with m = write_pos of the
 // row, the kernel rebuilds S_m = exp(G_m) S_0 + sum_{j<m} exp(G_m - G_j) u_j k_j^T from the checkpoint S_0
 // (pool slot `slot`) and the ring records, runs the token step and writes o. If m == ring_len - 1 (flush) it

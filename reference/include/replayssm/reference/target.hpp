@@ -9,7 +9,8 @@
 //   ring       — ReplaySSM design 2 on a spec ring: checkpoint + per-slot ring of (u, k, g) records with
 //                base / write_pos / is_flush cursors (SpecRingGeometry, spec_ring_commit); history is folded
 //                on flush steps;
-//   cuda, cuda_full_state — the GPU kernels (conformance/), registered by the CUDA build.
+//   cuda, cuda_full_state, cuda_fused — the GPU kernels (conformance/), registered by the CUDA build
+//   (cuda_fused defers each commit to the next step: docs/lifecycle.md, "Deferred commits at the kernel level").
 // The reference targets can carry one injected Fault (fault.hpp) so the property suite can prove it has teeth.
 #pragma once
 
