@@ -385,3 +385,71 @@ TEST(GpuStep, LaunchersRejectBadDescriptors) {
   EXPECT_EQ(field_of([&] { bkv.set_schedule(cuda::Schedule::PerTile); }), "<no error>");
   cuda::synchronize();
 }
+
+// Which launch instance runs for which shape (cuda::last_launch): the claims of docs/cuda.md "Toward the
+// bandwidth floor" pinned, so that a change of launch bounds, stage size or dispatch that silently moves a
+// shape to another instance (a performance regression the bitwise tests cannot see) fails here. 128 x 128
+// GDN verify: the dense instance (3 CTAs per SM) while its stage of max_T tokens lets three CTAs fit (T <= 7),
+// the standard persistent one at T = 8; KDA verify: never dense (REPLAYSSM_DENSE_KDA is off: it spilled);
+// 128 x 128 commit_replay, GDN and KDA: dense at short windows; K = 64: no dense instance; a forced per-tile
+// schedule: per_tile. The instance is a performance choice only (the instances are bitwise equal: the tests
+// above mix schedules), so values here are zeros.
+TEST(GpuStep, LaunchInstancePinnedByShape) {
+  REPLAYSSM_REQUIRE_GPU();
+  struct Case {
+    const char* preset;
+    int K, T;
+    cuda::Schedule sched;
+    const char *verify, *commit;  // expected instance; nullptr: printed, not asserted
+  };
+  const std::vector<Case> cases{
+      {"qwen3.5", 128, 2, cuda::Schedule::Auto, "dense", "dense"},
+      {"qwen3.5", 128, 4, cuda::Schedule::Auto, "dense", "dense"},
+      {"qwen3.5", 128, 7, cuda::Schedule::Auto, "dense", nullptr},
+      {"qwen3.5", 128, 8, cuda::Schedule::Auto, "persistent", nullptr},
+      {"kimi-linear", 128, 2, cuda::Schedule::Auto, "persistent", "dense"},
+      {"kimi-linear", 128, 4, cuda::Schedule::Auto, "persistent", "dense"},
+      {"qwen3.5", 64, 2, cuda::Schedule::Auto, "persistent", "persistent"},
+      {"qwen3.5", 128, 2, cuda::Schedule::PerTile, "per_tile", "per_tile"},
+  };
+  for (const auto& c : cases) {
+    ModelConfig cfg = preset(c.preset);
+    cfg.H = cfg.op == Op::KDA ? 4 : 2;  // fewer heads than the model: the instance depends on K, V, T, not HV
+    cfg.HV = 4;
+    cfg.K = cfg.V = c.K;
+    cfg.num_layers = 1;
+    const std::int32_t rows = 2;
+    const PoolGeometry pool{1, 4, 0};
+    const auto pay = PayloadGeometry::sized(4, c.T, rows);
+    cuda::DeviceBatch b(cfg, pool, pay, c.T, rows);
+    b.set_schedule(c.sched);
+    std::vector<std::int32_t> pages;
+    for (std::int32_t i = 0; i < rows * pay.pages_per_row; ++i) pages.push_back(i);
+    b.set_rows({{1, 1, c.T, 0, 0}, {3, 3, c.T, c.T, 0}}, pages, 2 * c.T);
+    const std::size_t big = std::size_t{8} << 20;
+    cuda::DeviceBuffer poolbuf(static_cast<std::size_t>(4 * cfg.state_elems() * 4)), params(1 << 16),
+        payload(static_cast<std::size_t>(cuda::payload_bytes(cfg, pay))), in(big), o(big);
+    poolbuf.fill_bytes(0), params.fill_bytes(0), payload.fill_bytes(0), in.fill_bytes(0);
+    cuda::LayerPointers lp;
+    lp.pool = poolbuf.get();
+    lp.A_log = params.as<const float>();
+    lp.dt_bias = params.as<const float>();
+    lp.payload = payload.get();
+    b.set_layers({lp});
+    const cuda::TokenInputs ti{in.get(), in.get(), in.get(), in.get(), in.get()};
+    cuda::verify_replay(b, lp, ti, o.get());
+    cuda::synchronize();
+    const auto v = cuda::last_launch();
+    b.set_accepted({c.T, 1});
+    cuda::commit_replay(b);
+    cuda::synchronize();
+    const auto m = cuda::last_launch();
+    const std::string where = std::string(c.preset) + " K=" + std::to_string(c.K) + " T=" + std::to_string(c.T) +
+                              (c.sched == cuda::Schedule::PerTile ? " per-tile" : " auto");
+    std::printf("%s: verify %s (grid %u, %d threads, %zu B smem), commit %s (grid %u, %zu B smem)\n", where.c_str(),
+                v.instance.c_str(), v.grid, v.threads, v.smem, m.instance.c_str(), m.grid, m.smem);
+    EXPECT_EQ(v.instance, c.verify) << where;
+    if (c.commit) EXPECT_EQ(m.instance, c.commit) << where;
+    EXPECT_GT(v.grid, 0u) << where;
+  }
+}

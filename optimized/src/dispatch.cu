@@ -1,6 +1,7 @@
 // Host part of the persistent launch decision (dispatch.cuh): device limits and occupancy of a persistent
 // kernel for a given dynamic shared memory size. No kernels here.
 #include "dispatch.cuh"
+#include "replayssm/cuda/kernels.hpp"
 
 namespace replayssm::cuda::detail {
 
@@ -24,4 +25,16 @@ int persistent_grid(const void* kernel, int threads, std::size_t smem, long long
   return 0;
 }
 
+namespace {
+thread_local LaunchInfo g_last_launch;
+}  // namespace
+
+void record_launch(const char* instance, unsigned grid, int threads, std::size_t smem) {
+  g_last_launch = LaunchInfo{instance, grid, threads, smem};
+}
+
 }  // namespace replayssm::cuda::detail
+
+namespace replayssm::cuda {
+LaunchInfo last_launch() { return detail::g_last_launch; }
+}  // namespace replayssm::cuda

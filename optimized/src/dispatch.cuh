@@ -42,6 +42,9 @@ constexpr int kNoFit = -1;
 int persistent_grid(const void* kernel, int threads, std::size_t smem, long long items, int min_per_sm,
                     unsigned* grid);
 
+// Records the instance a launch used for cuda::last_launch() (this host thread's last launch).
+void record_launch(const char* instance, unsigned grid, int threads, std::size_t smem);
+
 // One CTA per work item; dynamic shared memory = the stage of kTC tokens.
 template <class KernelT>
 int launch_per_tile(KernelT kernel, const LaunchArgs& args, long long items, void* stream) {
@@ -52,6 +55,7 @@ int launch_per_tile(KernelT kernel, const LaunchArgs& args, long long items, voi
   const std::size_t smem = sizeof(float) * stage_floats<std::size_t>(kTC, args.c.K, args.c.a_width(), VT);
   if (smem > 48 * 1024) return static_cast<int>(cudaErrorInvalidValue);
   kernel<<<grid, block, smem, static_cast<cudaStream_t>(stream)>>>(args);
+  record_launch("per_tile", grid, static_cast<int>(block.x), smem);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -59,7 +63,8 @@ int launch_per_tile(KernelT kernel, const LaunchArgs& args, long long items, voi
 // dynamic shared memory. Returns kNoFit, launching nothing, when fewer than min_per_sm CTAs fit per SM
 // (persistent_grid).
 template <class KernelT>
-int launch_persistent(KernelT kernel, const LaunchArgs& args, long long items, int min_per_sm, void* stream) {
+int launch_persistent(KernelT kernel, const LaunchArgs& args, long long items, int min_per_sm, void* stream,
+                      const char* instance) {
   if (items == 0) return 0;
   const int threads = 32 * args.c.warps;
   const int VT = v_tile_rows(args.c.warps, args.c.LK);
@@ -70,6 +75,7 @@ int launch_persistent(KernelT kernel, const LaunchArgs& args, long long items, i
   const int rc = persistent_grid(reinterpret_cast<const void*>(kernel), threads, smem, items, min_per_sm, &grid);
   if (rc != 0) return rc;
   kernel<<<grid, threads, smem, static_cast<cudaStream_t>(stream)>>>(args);
+  record_launch(instance, grid, threads, smem);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -81,10 +87,10 @@ int launch_instance(const LaunchArgs& args, long long items, void* stream) {
   if constexpr (Ks::has_persistent) {
     if (args.persistent) {
       if constexpr (Ks::has_dense) {
-        const int rc = launch_persistent(Ks::dense, args, items, kDenseCtas, stream);
+        const int rc = launch_persistent(Ks::dense, args, items, kDenseCtas, stream, "dense");
         if (rc != kNoFit) return rc;
       }
-      const int rc = launch_persistent(Ks::persistent, args, items, kPipeCtas, stream);
+      const int rc = launch_persistent(Ks::persistent, args, items, kPipeCtas, stream, "persistent");
       if (rc != kNoFit) return rc;
     }
   }

@@ -101,6 +101,20 @@ void check_supported(const ModelConfig& cfg);
 // Waits for all work on `s`; throws Error("cuda.cudaStreamSynchronize") on a (possibly earlier) fault.
 void synchronize(Stream s = nullptr);
 
+// The launch instance the last tiled launch of this host thread used (verify_full_state, verify_replay,
+// commit_replay, verify_fused, ring_decode; not commit_copy): "dense" (the persistent schedule compiled for 3
+// CTAs per SM, chosen when 3 fit: docs/cuda.md "Toward the bandwidth floor"), "persistent" (2 CTAs per SM), "per_tile"
+// (one CTA per work item), with its grid (CTAs), threads per CTA and dynamic shared memory in bytes; an
+// empty instance before any launch. For tests and profiling: which instance runs is a performance decision,
+// never an arithmetic one (the instances compute bitwise the same results).
+struct LaunchInfo {
+  std::string instance;
+  unsigned grid = 0;
+  int threads = 0;
+  std::size_t smem = 0;
+};
+LaunchInfo last_launch();
+
 // ------------------------------------------------------------------------------------------------------
 // Device memory owned by the caller but allocated through these helpers (checked, freed on destruction).
 class DeviceBuffer {
