@@ -103,8 +103,8 @@ std::vector<std::string> write_trace_set(const TraceSetOptions& o, const std::st
 }
 
 void export_trace(const DumpedCase& c, const std::string& path, const std::string& source) {
-  // Every case is expressible: captured steps and the null_block / pad_slot conventions make a 1.1 trace
-  // (trace_version_of), which a reader that predates them refuses instead of taking tail rows as live.
+  // Every case is expressible: captured steps and the null_block / pad_slot conventions make a 1.1 trace, captures
+  // a 1.2 one (trace_version_of), which a reader that predates them refuses instead of misreading them.
   require(!c.setup.conv, "setup.conv", "the case carries the conv component, which the trace format does not hold; "
           "replay it with fuzz --replay");
   const auto dir = std::filesystem::path(path).parent_path();
