@@ -10,6 +10,41 @@
 
 namespace replayssm::fuzz {
 
+namespace {
+
+// The stream of derive_seed(case seed, .) that draws a trace's captures: separate from the sequence's own draw,
+// so a set with --captures holds the same sequences as one without.
+constexpr std::uint64_t kCaptureStream = 0xca97u;
+
+// Captures while requests are live (H13): after each lifecycle step, with probability 1/2, a capture of a new
+// bucket (a captured size among the powers of two below max_rows and max_rows itself, a window in [1, max_T]);
+// at least one (after the first step) when the sequence has a step. The requests the step left running are live
+// across it.
+std::vector<ref::Cmd> with_captures_after_steps(const std::vector<ref::Cmd>& cmds, const ref::EngineSetup& setup,
+                                                std::uint64_t seed) {
+  Rng rng(seed);
+  std::vector<std::int32_t> sizes;
+  for (std::int32_t z = 1; z < setup.max_rows(); z *= 2) sizes.push_back(z);
+  sizes.push_back(setup.max_rows());
+  std::vector<ref::Cmd> out;
+  bool any = false;
+  for (const auto& c : cmds) {
+    out.push_back(c);
+    if (c.kind != ref::Cmd::Kind::Step) continue;
+    const bool draw = rng.uniform_int(0, 1) == 1;
+    if (!draw && any) continue;
+    ref::Cmd cap;
+    cap.kind = ref::Cmd::Kind::Capture;
+    cap.graph = sizes[static_cast<std::size_t>(rng.uniform_int(0, static_cast<std::int64_t>(sizes.size()) - 1))];
+    cap.capture_T = static_cast<std::int32_t>(rng.uniform_int(1, setup.max_T));
+    out.push_back(cap);
+    any = true;
+  }
+  return out;
+}
+
+}  // namespace
+
 ref::Trace make_set_trace(const TraceSetOptions& o, int j) {
   o.cfg.validate();
   require(o.max_commands >= 1 && o.max_commands <= 10000, "max-commands", "must be in [1, 10000], got ",
@@ -23,8 +58,9 @@ ref::Trace make_set_trace(const TraceSetOptions& o, int j) {
   auto setup = ref::make_setup(o.cfg, case_seed, o.num_slots, o.max_T, o.gates);
   setup.pad_convention = o.pad_convention;
   setup.validate();
-  const auto cmds = generate_commands(o.num_slots, o.max_T, true, case_seed, o.max_commands, o.out_of_place,
-                                      setup.reserved_slot(), o.graph_padding ? setup.max_rows() : 0);
+  auto cmds = generate_commands(o.num_slots, o.max_T, true, case_seed, o.max_commands, o.out_of_place,
+                                setup.reserved_slot(), o.graph_padding ? setup.max_rows() : 0);
+  if (o.captures) cmds = with_captures_after_steps(cmds, setup, derive_seed(case_seed, kCaptureStream));
   const std::string source = "replayssm fixtures generate --traces --preset " + o.cfg.name + " --seed " +
                              std::to_string(o.seed) + " --max-commands " + std::to_string(o.max_commands) +
                              " --slots " + std::to_string(o.num_slots) + " --max-T " + std::to_string(o.max_T) +
@@ -33,7 +69,7 @@ ref::Trace make_set_trace(const TraceSetOptions& o, int j) {
                              (o.pad_convention == ref::PadConvention::MinusOne
                                   ? ""
                                   : " --pad-convention " + ref::to_string(o.pad_convention)) +
-                             (o.graph_padding ? " --graph-padding" : "") + (o.name == "trace" ? "" : " --name " + o.name) +
+                             (o.graph_padding ? " --graph-padding" : "") + (o.captures ? " --captures" : "") + (o.name == "trace" ? "" : " --name " + o.name) +
                              " (candidate " + std::to_string(j) + ")";
   return ref::record_trace(setup, cmds, case_seed, source);
 }
@@ -67,8 +103,8 @@ std::vector<std::string> write_trace_set(const TraceSetOptions& o, const std::st
 }
 
 void export_trace(const DumpedCase& c, const std::string& path, const std::string& source) {
-  // Every case is expressible: captured steps and the null_block / pad_slot conventions make a 1.1 trace
-  // (trace_version_of), which a reader that predates them refuses instead of taking tail rows as live.
+  // Every case is expressible: captured steps and the null_block / pad_slot conventions make a 1.1 trace, captures
+  // a 1.2 one (trace_version_of), which a reader that predates them refuses instead of misreading them.
   require(!c.setup.conv, "setup.conv", "the case carries the conv component, which the trace format does not hold; "
           "replay it with fuzz --replay");
   const auto dir = std::filesystem::path(path).parent_path();

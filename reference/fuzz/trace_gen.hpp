@@ -25,6 +25,7 @@ struct TraceSetOptions {
   bool out_of_place = false;  // a quarter of the verify rows commit into a free slot (a double buffer)
   ref::PadConvention pad_convention = ref::PadConvention::MinusOne;  // the slot PAD rows carry (trace 1.1 if not -1)
   bool graph_padding = false;  // half the steps run as captured batches with a stale or PAD tail (trace 1.1)
+  bool captures = false;  // half the lifecycle steps are followed by a capture of a new CUDA-graph bucket (trace 1.2)
   std::string name = "trace";  // file names <cfg.name>__<name>__<i>: a hazard's set is named for its hazard
 };
 

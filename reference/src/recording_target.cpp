@@ -116,6 +116,19 @@ void RecordingTarget::copy_slot(std::int32_t src, std::int32_t dst) {
   record(std::move(c), {dst});
 }
 
+void RecordingTarget::capture(std::int32_t rows, std::int32_t T) {
+  begin();
+  inner_->capture(rows, T);
+  TraceCommand c;
+  c.op = TraceCommand::Op::Capture;
+  c.capture_rows = rows;
+  c.capture_T = T;
+  // The warm-up runs PAD rows: nothing is written but, under pad_slot, the pad slot (as by any step).
+  std::vector<std::int32_t> written;
+  if (setup_.pad_convention == PadConvention::PadSlot) written.push_back(setup_.pad_sentinel());
+  record(std::move(c), written);
+}
+
 void RecordingTarget::retain(const std::set<std::int32_t>& resident) {
   for (auto it = live_.begin(); it != live_.end();) it = resident.count(*it) ? std::next(it) : live_.erase(it);
 }

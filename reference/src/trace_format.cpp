@@ -17,7 +17,8 @@ namespace {
 
 using json = nlohmann::json;
 
-const char* op_names[] = {"allocate", "step", "commit", "copy_slot"};
+const char* op_names[] = {"allocate", "step", "commit", "copy_slot", "capture"};
+constexpr int kOps = 5;
 
 std::string meta(const std::string& k) { return "__metadata__." + k; }
 std::string tname(const std::string& n) { return "tensor '" + n + "'"; }
@@ -78,6 +79,12 @@ bool trace_has_graph_tail(const Trace& t) {
   return false;
 }
 
+bool trace_has_capture(const Trace& t) {
+  for (const auto& c : t.commands)
+    if (c.op == TraceCommand::Op::Capture) return true;
+  return false;
+}
+
 std::string trace_not_covered(const Trace& t, const Target& target) {
   if (std::string why = target.unsupported(t.setup.cfg, t.setup.max_T); !why.empty()) return why;
   for (const auto& c : t.commands)
@@ -87,6 +94,8 @@ std::string trace_not_covered(const Trace& t, const Target& target) {
     return "the trace commits out of place and the target does not claim out_of_place_commit";
   if (trace_has_graph_tail(t) && !target.graph_padding())
     return "the trace has captured steps (graph tail rows) and the target does not claim graph_padding";
+  if (trace_has_capture(t) && !target.captures())
+    return "the trace captures CUDA-graph buckets while requests are live and the target does not claim captures";
   const auto conv = target.pad_conventions();
   if (std::find(conv.begin(), conv.end(), t.setup.pad_convention) == conv.end())
     return "the trace runs under the " + to_string(t.setup.pad_convention) +
@@ -96,7 +105,7 @@ std::string trace_not_covered(const Trace& t, const Target& target) {
 
 std::string trace_version_of(const Trace& t) {
   const bool v11 = trace_has_graph_tail(t) || t.setup.pad_convention != PadConvention::MinusOne;
-  return std::to_string(kTraceMajor) + "." + (v11 ? "1" : "0");
+  return std::to_string(kTraceMajor) + "." + (trace_has_capture(t) ? "2" : v11 ? "1" : "0");
 }
 
 std::int32_t TraceCommand::live_rows() const {
@@ -112,6 +121,7 @@ std::string TraceCommand::str() const {
   os << op_name();
   if (op == Op::Allocate) os << " slot " << slot;
   if (op == Op::CopySlot) os << " " << src << " -> " << dst;
+  if (op == Op::Capture) os << " rows=" << capture_rows << " T=" << capture_T;
   if (op == Op::Step || op == Op::Commit) {
     os << " [";
     for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -167,6 +177,10 @@ Fixture trace_to_fixture(const Trace& t) {
     if (k.op == TraceCommand::Op::CopySlot) {
       j["src"] = k.src;
       j["dst"] = k.dst;
+    }
+    if (k.op == TraceCommand::Op::Capture) {  // 1.2: the protocol's capture message, {"rows": R, "T": W}
+      j["rows"] = k.capture_rows;
+      j["T"] = k.capture_T;
     }
     if (k.op == TraceCommand::Op::Step || k.op == TraceCommand::Op::Commit) {
       require(k.notes.size() == k.rows.size(), cmd_field(c) + ".rows", "needs one note per row");
@@ -261,7 +275,8 @@ int check_version(const std::string& v) {
   require(major == std::to_string(kTraceMajor), meta("trace_version"), "major version ", major,
           " is not supported (this reader knows ", kTraceMajor, ".0 to ", kTraceMajor, ".", kTraceMinor, ")");
   const std::string minor = v.substr(dot + 1);
-  // A minor changes what rows mean (1.1: graph tail rows are PAD rows), so an unknown one is refused too.
+  // A minor changes what rows mean (1.1: graph tail rows are PAD rows) or adds a command (1.2: capture), so an
+  // unknown one is refused too.
   require(minor.size() <= 3 && std::stoi(minor) <= kTraceMinor, meta("trace_version"), "minor version ", minor,
           " is not supported (this reader knows ", kTraceMajor, ".0 to ", kTraceMajor, ".", kTraceMinor, ")");
   return std::stoi(minor);
@@ -359,12 +374,14 @@ Trace trace_from_fixture(const Fixture& f) {
     TraceCommand k;
     const std::string op = j.at("op").get<std::string>();
     bool known = false;
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < kOps; ++i)
       if (op == op_names[i]) {
         k.op = static_cast<TraceCommand::Op>(i);
         known = true;
       }
-    require(known, cf + ".op", "unknown command '", op, "' (allocate, step, commit, copy_slot)");
+    require(known, cf + ".op", "unknown command '", op, "' (allocate, step, commit, copy_slot, capture)");
+    require(k.op != TraceCommand::Op::Capture || minor >= 2, cf + ".op", "capture needs ", meta("trace_version"),
+            " 1.2 (this file says 1.", minor, ", whose readers know no capture command)");
     k.lifecycle = int_of(j, "lifecycle", cf);
     require(k.lifecycle >= -1 && k.lifecycle < static_cast<std::int32_t>(t.lifecycle.size()), cf + ".lifecycle",
             "is ", k.lifecycle, ", outside [-1, ", t.lifecycle.size(), ")");
@@ -377,6 +394,14 @@ Trace trace_from_fixture(const Fixture& f) {
     if (k.op == TraceCommand::Op::CopySlot) {
       k.src = slot_in_range("src");
       k.dst = slot_in_range("dst");
+    }
+    if (k.op == TraceCommand::Op::Capture) {
+      k.capture_rows = int_of(j, "rows", cf);
+      require(k.capture_rows >= 1 && k.capture_rows <= t.setup.max_rows(), cf + ".rows", "is ", k.capture_rows,
+              ", outside [1, max_rows = ", t.setup.max_rows(), "]");
+      k.capture_T = int_of(j, "T", cf);
+      require(k.capture_T >= 1 && k.capture_T <= t.setup.max_T, cf + ".T", "is ", k.capture_T, ", outside [1, max_T = ",
+              t.setup.max_T, "]");
     }
     if (k.op == TraceCommand::Op::Step || k.op == TraceCommand::Op::Commit) {
       require(j.contains("rows"), cf + ".rows", "is missing");
@@ -490,6 +515,12 @@ Trace trace_from_fixture(const Fixture& f) {
         require(unchanged.count(slot), cf + ".unchanged", "does not list slot ", slot, " of graph tail row ", i,
                 " (a tail row must leave its stale slot untouched)");
       }
+    }
+    if (k.op == TraceCommand::Op::Capture) {  // a capture writes nothing: every slot but a dedicated pad slot stays
+      const std::set<std::int32_t> unchanged(k.unchanged.begin(), k.unchanged.end());
+      for (std::int32_t s = 0; s < S; ++s)
+        require(unchanged.count(s) || (t.setup.pad_convention == PadConvention::PadSlot && s == t.setup.pad_sentinel()),
+                cf + ".unchanged", "does not list slot ", s, " (a capture must leave every slot untouched)");
     }
     if (k.op == TraceCommand::Op::Commit) k.kept = slot_list(j, "kept", cf, S);
     t.commands.push_back(std::move(k));

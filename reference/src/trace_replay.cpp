@@ -67,6 +67,7 @@ class Replayer {
         case TraceCommand::Op::Step: out = target_.step(c.rows, c.inputs); break;
         case TraceCommand::Op::Commit: target_.commit(c.rows); break;
         case TraceCommand::Op::CopySlot: target_.copy_slot(c.src, c.dst); break;
+        case TraceCommand::Op::Capture: target_.capture(c.capture_rows, c.capture_T); break;
       }
     } catch (const Error& e) {
       return failed(r, "error", std::string("the target raised an error the oracle did not: ") + e.what());

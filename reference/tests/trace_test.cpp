@@ -138,10 +138,10 @@ TEST(Trace, UnknownMajorVersionAndNonExactToleranceAreRefusedNamingTheField) {
     EXPECT_EQ(e.field(), "__metadata__.trace_version");
   }
   Fixture minor = f;
-  minor.extra_metadata["trace_version"] = "1.2";  // an unknown minor may change what rows mean (1.1 did)
+  minor.extra_metadata["trace_version"] = "1.3";  // an unknown minor may change what rows mean (1.1 did)
   try {
     ref::trace_from_fixture(minor);
-    FAIL() << "a trace of minor version 1.2 was read";
+    FAIL() << "a trace of minor version 1.3 was read";
   } catch (const Error& e) {
     EXPECT_EQ(e.field(), "__metadata__.trace_version");
   }
@@ -207,11 +207,10 @@ TEST(Trace, ExportedFuzzCaseFailsAtTheCommandTheJudgeFailedAndPassesForCorrectTa
 
 // The committed traces have teeth: every catalogue fault that lives in a target (all but the engine's early-stop
 // bookkeeping faults, which a target-level trace cannot express: its commits carry the trimmed n; the conv
-// component's, which a trace does not carry; and capture_writes_live_state, which acts only in a capture, a call
-// the trace format does not hold) fails at least
-// one. width_capped_at_8 needs a window wider than 8 (the *__widths_up_to_12__* trace), decay_weights_factored
+// component's, which a trace does not carry) fails at least one. width_capped_at_8 needs a window wider than 8 (the *__widths_up_to_12__* trace), decay_weights_factored
 // realistic gates (the *__realistic_gates__* traces), graph_tail_processed a captured step (the
-// *__graph_stale_tail__* trace). A trace a target is not covered by (trace_not_covered) is not replayed on it.
+// *__graph_stale_tail__* trace), capture_writes_live_state a capture while requests are live (the
+// *__capture_while_live__* trace, format 1.2). A trace a target is not covered by (trace_not_covered) is not replayed on it.
 TEST(Trace, CommittedTracesCatchEveryTargetFaultOfTheCatalogue) {
   std::vector<std::string> paths;
   for (const auto& e : std::filesystem::recursive_directory_iterator(std::string(REPLAYSSM_SOURCE_DIR) + "/fixtures/traces"))
@@ -231,7 +230,6 @@ TEST(Trace, CommittedTracesCatchEveryTargetFaultOfTheCatalogue) {
     // The conv component's faults: the trace format holds no conv windows (export_trace refuses such a case);
     // their teeth are ConvComponent.EachConvFaultFailsTheScriptWhereItActs and the teeth test.
     if (ref::conv_fault(fault)) continue;
-    if (fault == ref::Fault::CaptureWritesLiveState) continue;  // no capture in a trace (docs/lifecycle.md)
     bool caught = false;
     for (const auto& t : traces) {
       // A fault that lives in one ring reconstruction (decay_weights_factored: closed form) is replayed by a ring

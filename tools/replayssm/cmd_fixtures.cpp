@@ -64,7 +64,8 @@ void register_fixtures(CLI::App& app) {
   struct Opts {
     std::string preset = "qwen3.5", matrix, out, gates = "benign", name = "trace";
     std::uint64_t seed = 20261129;
-    bool traces = false, ring = false, conv = false, out_of_place = false, graph_padding = false;
+    bool traces = false, ring = false, conv = false, out_of_place = false, graph_padding = false,
+         captures = false;
     std::string pad_convention = "minus_one";
     int cases = 0, max_commands = 0, slots = 0, max_T = 0;  // the trace generator's defaults, set below
   };
@@ -117,6 +118,9 @@ void register_fixtures(CLI::App& app) {
   gen->add_flag("--graph-padding", o->graph_padding,
                 "Half a trace's steps run as captured batches whose tail holds stale rows of an earlier, larger batch "
                 "or PAD rows; makes a trace_version 1.1 trace (--traces)");
+  gen->add_flag("--captures", o->captures,
+                "Half a trace's lifecycle steps (at least the first) are followed by the capture of a new CUDA-graph "
+                "bucket while requests are live; makes a trace_version 1.2 trace (--traces)");
   gen->add_option("--name", o->name, "File names <preset>__<name>__<i>, e.g. named for a hazard (--traces)")
       ->capture_default_str();
   gen->callback([o] {
@@ -151,6 +155,7 @@ void register_fixtures(CLI::App& app) {
       t.out_of_place = o->out_of_place;
       t.pad_convention = ref::parse_pad_convention(o->pad_convention, "pad-convention");
       t.graph_padding = o->graph_padding;
+      t.captures = o->captures;
       const auto paths = fuzz::write_trace_set(t, o->out);
       std::set<std::string> covered;
       for (const auto& p : paths) {

@@ -140,6 +140,8 @@ def _uncovered(caps: dict, t: Trace) -> str:
     if not caps.get("graph_padding", False) and any(
             r.get("graph_tail") for c in t.commands if c.op in ("step", "commit") for r in c.msg["rows"]):
         return "graph_padding (the trace has captured steps with a graph tail; the target does not claim it)"
+    if not caps.get("capture", False) and any(c.op == "capture" for c in t.commands):
+        return "capture (the trace captures CUDA-graph buckets while requests are live; the target does not claim it)"
     if t.pad_convention not in caps.get("pad_conventions", ["minus_one"]):
         return f"pad_conventions (the trace runs under {t.pad_convention}; the target does not claim it)"
     return ""

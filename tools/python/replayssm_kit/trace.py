@@ -11,11 +11,14 @@ through it; this module only reads.
 Versions 1.0 and 1.1 are read. 1.1 adds captured steps (a step's and commit's `live_rows`; rows from it on carry
 `graph_tail` and are PAD rows whatever their slot says) and the null_block / pad_slot PAD conventions
 (__metadata__.pad_convention, equal to the setup's); Trace.pad_sentinel is the slot PAD rows carry and
-Trace.is_pad(row) says whether a row is a PAD row.
+Trace.is_pad(row) says whether a row is a PAD row. 1.2 adds `capture` commands (msg {"op": "capture", "rows": R,
+"T": W}: a CUDA-graph bucket captured while requests are live, protocol 1.4); it writes nothing, so its
+`unchanged` lists every slot (under pad_slot all but the pad slot). Only a trace holding a capture says 1.2.
 
 load_trace refuses (TraceError naming the field) a file that is not a valid fixture, another op, an unknown
-major or minor __metadata__.trace_version (a 1.0 file with 1.1 content too), tier vocabulary or PAD rule, a
-live_rows that does not match the graph_tail rows, a stale tail slot missing from `unchanged`, a missing or misshapen tensor, an expectation
+major or minor __metadata__.trace_version (a 1.0 file with 1.1 content, a capture in a file before 1.2 too), tier vocabulary or PAD rule, a
+live_rows that does not match the graph_tail rows, a stale tail slot missing from `unchanged`, a capture whose rows
+or T is out of range or whose `unchanged` misses a slot, a missing or misshapen tensor, an expectation
 that is not finite, a tolerance other than exact, an out.* tensor no command refers to, PAD outputs that are
 not zeros.
 """
@@ -32,10 +35,10 @@ from .fixture import Fixture, FixtureError, load_fixture
 from .tiers import TIER_VOCABULARY
 
 TRACE_OP = "lifecycle.trace"
-TRACE_MAJOR, TRACE_MINOR = 1, 1
+TRACE_MAJOR, TRACE_MINOR = 1, 2
 PAD_CONVENTIONS = {"minus_one": lambda S: -1, "null_block": lambda S: 0, "pad_slot": lambda S: S - 1}
 PAD_RULES = ("zeros_if_claimed",)
-OPS = ("allocate", "step", "commit", "copy_slot")
+OPS = ("allocate", "step", "commit", "copy_slot", "capture")
 ROW_KEYS = ("slot", "write_slot", "T", "token_offset", "accepted", "kind", "fresh")  # the protocol's row
 
 
@@ -81,6 +84,8 @@ class Command:
             return f"allocate slot {m['slot']}"
         if self.op == "copy_slot":
             return f"copy_slot {m['src']} -> {m['dst']}"
+        if self.op == "capture":
+            return f"capture rows={m['rows']} T={m['T']}"
         parts = []
         for r in m["rows"]:
             if r.get("graph_tail"):
@@ -153,8 +158,8 @@ def _json(fx: Fixture, key: str):
 
 
 def _check_version(path: str, v: str) -> int:
-    """Returns the minor of a version this reader knows (1.0 or 1.1); a minor may change what rows mean (1.1 made
-    graph tail rows PAD rows), so an unknown one is refused like an unknown major."""
+    """Returns the minor of a version this reader knows (1.0 to 1.2); a minor may change what rows mean (1.1 made
+    graph tail rows PAD rows) or add a command (1.2: capture), so an unknown one is refused like an unknown major."""
     parts = v.split(".")
     if len(parts) != 2 or not all(p.isdigit() for p in parts):
         raise TraceError(path, "__metadata__.trace_version", f"{v!r} is not MAJOR.MINOR")
@@ -313,6 +318,12 @@ def _command(fx: Fixture, t: Trace, i: int, c, used: set) -> Command:
         cmd.msg["slot"] = _int(c, "slot", path, f, 0, t.S)
     elif op == "copy_slot":
         cmd.msg["src"], cmd.msg["dst"] = _int(c, "src", path, f, 0, t.S), _int(c, "dst", path, f, 0, t.S)
+    elif op == "capture":
+        if t.minor < 2:
+            raise TraceError(path, f"{f}.op", f"capture needs __metadata__.trace_version 1.2 (this file says {t.version}, "
+                                              "whose readers know no capture command)")
+        cmd.msg["rows"] = _int(c, "rows", path, f, 1, t.S + 8 + 1)  # a step's capacity: num_slots + 8 rows
+        cmd.msg["T"] = _int(c, "T", path, f, 1, t.max_T + 1)
     elif op == "commit":
         cmd.msg["rows"], cmd.notes = _rows(c, path, f, t, None)
     else:
@@ -368,6 +379,10 @@ def _command(fx: Fixture, t: Trace, i: int, c, used: set) -> Command:
             if r.get("graph_tail") and 0 <= r["slot"] < t.S and r["slot"] not in written and r["slot"] not in cmd.unchanged:
                 raise TraceError(path, f"{f}.unchanged",
                                  f"does not list slot {r['slot']} of graph tail row {r_i} (a tail row must leave it untouched)")
+    if op == "capture":  # a capture writes nothing: every slot but a dedicated pad slot stays unchanged
+        for s in range(t.S):
+            if s not in cmd.unchanged and not (t.pad_convention == "pad_slot" and s == t.pad_sentinel):
+                raise TraceError(path, f"{f}.unchanged", f"does not list slot {s} (a capture must leave every slot untouched)")
     if op == "commit":
         cmd.kept = _slots(c, "kept", path, f, t.S)
     return cmd

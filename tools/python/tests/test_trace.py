@@ -53,7 +53,7 @@ def test_the_committed_traces_cover_every_command_kind_and_pad_rows():
         for c in t.commands:
             seen.add(c.op)
             seen |= {"commit.kept"} if c.kept else set()
-            for r, note in zip(c.msg.get("rows", []), c.notes):
+            for r, note in zip(c.msg["rows"] if c.op in ("step", "commit") else [], c.notes):
                 if t.is_pad(r):
                     seen.add("pad")
                 elif c.op == "step" and r["kind"] == "prefill":
@@ -243,13 +243,13 @@ def test_an_unknown_version_or_malformed_metadata_is_refused_naming_the_field(tm
     assert e.value.field == field, str(e.value)
 
 
-def test_an_unknown_minor_version_is_refused_and_1_0_and_1_1_are_read(tmp_path):
+def test_an_unknown_minor_version_is_refused_and_1_0_to_1_2_are_read(tmp_path):
     versions = {load_trace(p).version for p in ALL}
-    assert versions == {"1.0", "1.1"}, versions
-    bad = _rewrite(ALL[0], str(tmp_path / "minor.safetensors"), meta={"trace_version": "1.2"})
+    assert versions == {"1.0", "1.1", "1.2"}, versions
+    bad = _rewrite(ALL[0], str(tmp_path / "minor.safetensors"), meta={"trace_version": "1.3"})
     with pytest.raises(TraceError) as e:
         load_trace(bad)
-    assert e.value.field == "__metadata__.trace_version" and "1.0 to 1.1" in str(e.value)
+    assert e.value.field == "__metadata__.trace_version" and "1.0 to 1.2" in str(e.value)
 
 
 def test_a_missing_input_tensor_is_refused_naming_it(tmp_path):
@@ -407,3 +407,56 @@ def test_1_1_content_in_a_1_0_file_and_inconsistent_tails_are_refused_naming_the
     with pytest.raises(TraceError) as e:
         load_trace(bad)
     assert e.value.field == f"__metadata__.commands[{c2.index}].unchanged", str(e.value)
+
+
+# --- trace format 1.2: captures of a CUDA-graph bucket while requests are live (H13) ----------------------------
+CAPTURE = os.path.join(TRACES, "tiny-gdn", "tiny-gdn__capture_while_live__0.safetensors")
+
+
+class _NoCapture(NumpyReplay):
+    def capabilities(self):
+        return dict(super().capabilities(), capture=False)
+
+
+def test_the_capture_trace_is_1_2_and_captures_while_requests_are_live():
+    t = load_trace(CAPTURE)
+    assert t.version == "1.2"
+    caps = [c for c in t.commands if c.op == "capture"]
+    assert caps and all(set(c.msg) == {"op", "rows", "T"} and c.unchanged == list(range(t.S)) for c in caps)
+    assert any(c.states for c in caps), "no capture while a request holds a committed state"
+    assert all(load_trace(p).version != "1.2" for p in ALL if p != CAPTURE)  # only a trace with a capture says 1.2
+
+
+def test_capture_writes_live_state_fails_the_capture_trace_at_a_capture():
+    assert rk.replay_trace(CAPTURE, NumpyReplay()).ok
+    t = load_trace(CAPTURE)
+    result = rk.replay_trace(CAPTURE, NumpyReplay("capture_writes_live_state"))
+    f = result.first_failure
+    assert f is not None and t.commands[f.index].op == "capture", str(f)
+    assert f.check in ("state", "unchanged") and 0 <= f.slot < t.S, str(f)
+    assert all(rk.replay_trace(p, NumpyReplay("capture_writes_live_state")).ok for p in ALL if p != CAPTURE)
+
+
+def test_a_target_without_capture_is_not_covered_by_the_capture_trace():
+    result = rk.replay_trace(CAPTURE, _NoCapture())
+    assert not result.covered and not result.ok and result.not_covered.startswith("capture"), result.not_covered
+    assert rk.replay_trace(os.path.join(TRACES, "tiny-gdn", "tiny-gdn__trace__0.safetensors"), _NoCapture()).ok
+
+
+def test_a_capture_it_cannot_hold_is_refused_naming_the_field(tmp_path):
+    t = load_trace(CAPTURE)
+    i = next(c.index for c in t.commands if c.op == "capture")
+    f = f"__metadata__.commands[{i}]"
+    cases = [(_rewrite(CAPTURE, str(tmp_path / "v11.safetensors"), meta={"trace_version": "1.1"}), f + ".op"),
+             (_edit_commands(CAPTURE, str(tmp_path / "r0.safetensors"), lambda cs: cs[i].update(rows=0)), f + ".rows"),
+             (_edit_commands(CAPTURE, str(tmp_path / "rbig.safetensors"), lambda cs: cs[i].update(rows=t.S + 9)),
+              f + ".rows"),
+             (_edit_commands(CAPTURE, str(tmp_path / "T.safetensors"), lambda cs: cs[i].update(T=t.max_T + 1)), f + ".T"),
+             (_edit_commands(CAPTURE, str(tmp_path / "unch.safetensors"), lambda cs: cs[i]["unchanged"].pop()),
+              f + ".unchanged")]
+    for path, field in cases:
+        with pytest.raises(TraceError) as e:
+            load_trace(path)
+        assert e.value.field == field, str(e.value)
+        if field.endswith(".op"):
+            assert "1.2" in str(e.value), str(e.value)

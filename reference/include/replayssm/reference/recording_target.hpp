@@ -15,7 +15,7 @@
 
 namespace replayssm::ref {
 
-// Logs setup, allocate, step, commit and copy_slot with their arguments and results; reads pass through. The
+// Logs setup, allocate, step, commit, copy_slot and capture with their arguments and results; reads pass through. The
 // expectations of a command (committed states of the settled resident slots, the bitwise-unchanged slots by
 // the write-set rule) are taken just before the next mutating call or at finish(), so that a driver can first
 // say which slots are still resident (retain). Throws Error("oracle...") if the wrapped target breaks the
@@ -34,11 +34,10 @@ class RecordingTarget : public Target {
                                        const std::vector<SequenceInputs>& inputs) override;
   void commit(const std::vector<TargetRow>& rows) override;
   void copy_slot(std::int32_t src, std::int32_t dst) override;
-  // A capture is no trace call (the format holds none): the oracle runs it and nothing is recorded, so a trace
-  // of a sequence with captures lists them among its lifecycle commands with no call of their own. A capture
-  // changes nothing a later call's expectations depend on.
+  // A capture (trace 1.2) is recorded like the other calls: its expectations are the committed states of the
+  // live requests and every slot unchanged (under pad_slot, all but the pad slot).
   bool captures() const override { return inner_->captures(); }
-  void capture(std::int32_t rows, std::int32_t T) override { inner_->capture(rows, T); }
+  void capture(std::int32_t rows, std::int32_t T) override;
   std::vector<float> committed_state(std::int32_t layer, std::int32_t slot) const override {
     return inner_->committed_state(layer, slot);
   }

@@ -24,8 +24,10 @@ inline constexpr const char* kTraceOp = "lifecycle.trace";
 // the minus_one PAD convention. 1.1 adds captured steps (`live_rows`, rows with `graph_tail`: PAD rows whatever
 // their slot says) and the null_block / pad_slot conventions (`__metadata__.pad_convention`, equal to the
 // setup's); a 1.0 reader would take tail rows or another convention's PAD rows as live, so a trace that uses
-// neither is still written as 1.0 (docs/fixture-format.md 9.2).
-inline constexpr int kTraceMajor = 1, kTraceMinor = 1;
+// neither is still written as 1.0 (docs/fixture-format.md 9.2). 1.2 adds `capture` commands (a CUDA-graph
+// bucket captured while requests are live, Target::capture); a 1.1 reader would skip or misread them, so only a
+// trace holding a capture is written as 1.2.
+inline constexpr int kTraceMajor = 1, kTraceMinor = 2;
 // __metadata__.pad_rule: the oracle writes zeros for PAD rows; they are compared (exact zeros) only for an
 // implementation that claims pad_outputs_zero (docs/target-protocol.md, "PAD rows").
 inline constexpr const char* kPadRuleZerosIfClaimed = "zeros_if_claimed";
@@ -44,10 +46,13 @@ struct StateExpectation {
 };
 
 struct TraceCommand {
-  enum class Op : std::uint8_t { Allocate, Step, Commit, CopySlot };
+  enum class Op : std::uint8_t { Allocate, Step, Commit, CopySlot, Capture };
   Op op = Op::Allocate;
   std::int32_t slot = -1;            // allocate
   std::int32_t src = -1, dst = -1;   // copy_slot
+  // capture (1.2): the captured bucket, `capture_rows` rows in [1, max_rows] of `capture_T` tokens in
+  // [1, max_T]; it writes nothing (under pad_slot only the pad slot), so `unchanged` lists every other slot.
+  std::int32_t capture_rows = 0, capture_T = 0;
   // step / commit: the batch as the protocol sends it (a step's verify rows carry accepted = 0, its prefill
   // rows T; a commit's verify rows the committed n, already trimmed by an early stop).
   std::vector<TargetRow> rows;
@@ -62,7 +67,7 @@ struct TraceCommand {
   std::int32_t lifecycle = -1;                     // the lifecycle command (Trace::lifecycle) it belongs to
 
   std::int32_t live_rows() const;                  // rows before the graph tail (all rows of an eager batch)
-  std::string op_name() const;                     // "allocate", "step", "commit", "copy_slot"
+  std::string op_name() const;                     // "allocate", "step", "commit", "copy_slot", "capture"
   std::string str() const;                         // one line: "commit [slot 2 n=3, ...]"
 };
 
@@ -87,11 +92,15 @@ Trace trace_from_fixture(const Fixture& f);
 bool trace_commits_out_of_place(const Trace& t);
 // True when a step of the trace is a captured batch (rows with graph_tail).
 bool trace_has_graph_tail(const Trace& t);
-// "1.1" when the trace has a graph tail or a PAD convention other than minus_one, else "1.0".
+// True when the trace holds a capture command (1.2).
+bool trace_has_capture(const Trace& t);
+// "1.2" when the trace holds a capture, else "1.1" when it has a graph tail or a PAD convention other than
+// minus_one, else "1.0": a trace is written at the lowest version that holds it, so older traces keep their bytes.
 std::string trace_version_of(const Trace& t);
 // "" when `target` is judged on the trace, else why it is not covered: a model configuration or window it
 // excludes (Target::unsupported), a copy_slot it does not implement, an out-of-place commit without
-// out_of_place_commit, a graph tail without graph_padding, a PAD convention it does not follow.
+// out_of_place_commit, a graph tail without graph_padding, a capture without captures, a PAD convention it
+// does not follow.
 std::string trace_not_covered(const Trace& t, const Target& target);
 Trace load_trace(const std::string& path);
 
