@@ -13,8 +13,12 @@ is numpy_conv_ops.py's (the formulas of docs/fixture-format.md section 11):
   conv_commit  a verify row with n accepted tokens stores the last W - 1 columns of [window | x_1 .. x_n] in
                write_slot; n = 0 leaves the slot's bytes unchanged.
 
-Seeded fault conv_commit_keeps_window_tail (numpy_conv_ops.py): the commit keeps the columns ending at token T
-whatever n is, as if every draft were accepted; a `--conv on` campaign catches it through the committed windows.
+Seeded faults, each a slip engines have shipped (docs/lifecycle.md, "The conv state"), each caught by a
+`--conv on` campaign (ctest exec_conv_state):
+  conv_commit_keeps_window_tail (numpy_conv_ops.py): the commit keeps the columns ending at token T whatever n
+      is, as if every draft were accepted (seen through the committed windows);
+  conv_window_not_copied: copy_slot moves the recurrent state and leaves the conv window behind;
+  conv_fresh_keeps_tenant_window: a fresh prefill starts from whatever window the slot holds, not from zeros.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import numpy as np
 
 from numpy_conv_ops import ConvOps
 from replayssm_kit.target import TargetError
+
+SLOT_FAULTS = ("conv_window_not_copied", "conv_fresh_keeps_tenant_window")
 
 
 class ConvSlots:
@@ -59,7 +65,7 @@ class ConvSlots:
         for i, r in enumerate(rows):
             if r.is_pad:
                 continue
-            fresh = r.is_prefill and r.fresh
+            fresh = r.is_prefill and r.fresh and self.fault != "conv_fresh_keeps_tenant_window"
             for l in range(self.L):
                 window = np.zeros((self.C, self.W - 1), dtype=np.float32) if fresh else self.window(l, r.slot)
                 xw = x[l][r.token_offset: r.token_offset + r.T]
@@ -94,5 +100,7 @@ class ConvSlots:
                     self._put(l, write_slot, state)
 
     def copy(self, src: int, dst: int) -> None:
+        if self.fault == "conv_window_not_copied":
+            return
         for pool in self.pools:
             pool[dst, : self.w1] = pool[src, : self.w1]

@@ -28,6 +28,7 @@ the conv fixture ops and in the conv windows (numpy_conv_ops.py, numpy_conv_slot
 and a conv campaign catch it:
     replayssm check --target exec:'python3 .../numpy_replay.py --fault conv_commit_keeps_window_tail' fixtures/conv
     replayssm fuzz --target exec:'python3 .../numpy_replay.py --fault conv_commit_keeps_window_tail' --conv on ...
+conv_window_not_copied and conv_fresh_keeps_tenant_window act on the conv windows only (numpy_conv_slots.py).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # tools/python: the replayssm_kit next to this example
 sys.path.insert(0, HERE)
 
-from numpy_conv_slots import ConvSlots  # noqa: E402
+from numpy_conv_slots import SLOT_FAULTS, ConvSlots  # noqa: E402
 from numpy_fixture_ops import FIXTURE_FAULTS, run_fixture_op  # noqa: E402
 from replay_math import Recurrence, round_bf16  # noqa: E402
 from replayssm_kit.target import CONV_FIXTURE_OPS, FIXTURE_OPS, Row, Rows, Target, TargetError, serve  # noqa: E402
@@ -60,7 +61,7 @@ from replayssm_kit.target import CONV_FIXTURE_OPS, FIXTURE_OPS, Row, Rows, Targe
 # bucket up on the last step's rows (the index buffer as it is) instead of PAD rows and commits the dummy
 # window into their slots (H13).
 FAULTS = ("off_by_one_accepted", "pad_row_writes_slot0", "writes_gap", "graph_tail_processed",
-          "width_capped_at_8", "strided_index_as_contiguous", "capture_writes_live_state") + FIXTURE_FAULTS
+          "width_capped_at_8", "strided_index_as_contiguous", "capture_writes_live_state") + FIXTURE_FAULTS + SLOT_FAULTS
 WIDTH_CAP = 8
 
 
