@@ -1,7 +1,10 @@
 // libFuzzer harness: answers of an implementation in its own process (conformance/exec/answers.cpp), without a
 // process: the frame is decoded, then read as an error answer, a hello answer (with its capabilities), a
-// digest, a pool answer of two geometries and a fixture answer (the out.* tensors of a recurrent fixture).
+// digest, a pool answer of two geometries, a fixture answer (the out.* tensors of a recurrent fixture) and the
+// conv component's answers (protocol 1.5: conv_step, conv_committed_state, conv_pool through the judge's mirror).
 #include "answers.hpp"
+#include "exec_conv.hpp"
+#include "replayssm/reference/conv_component.hpp"
 #include "harness.hpp"
 #include "replayssm/error.hpp"
 
@@ -49,6 +52,29 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     REPLAYSSM_FUZZ_CHECK(got.size() == expected.size());
     for (const auto& [name, t] : got)
       REPLAYSSM_FUZZ_CHECK(t.dtype == expected.at(name).dtype && t.shape == expected.at(name).shape);
+  } catch (const Error&) {
+  }
+  static const ref::EngineSetup conv = [] {
+    auto s = ref::make_setup(preset("tiny-gdn"), 1, 2, 4);
+    s.conv = ref::make_conv_setup(s.cfg, 2, 3, DType::BF16);
+    return s;
+  }();
+  try {
+    const auto y = exec::parse_conv_step_answer(a, conv, 2);
+    REPLAYSSM_FUZZ_CHECK(static_cast<std::int32_t>(y.size()) == conv.cfg.num_layers);
+    for (const auto& v : y) REPLAYSSM_FUZZ_CHECK(static_cast<std::int64_t>(v.size()) == 2 * conv.conv->cfg.channels());
+  } catch (const Error&) {
+  }
+  try {
+    const auto w = exec::parse_conv_committed_state_answer(a, conv);
+    REPLAYSSM_FUZZ_CHECK(static_cast<std::int64_t>(w.size()) == conv.conv->cfg.state_elems());
+  } catch (const Error&) {
+  }
+  try {
+    exec::ConvPoolMirror m;
+    m.reset(conv);
+    const auto& pool = m.apply(0, a);
+    REPLAYSSM_FUZZ_CHECK(static_cast<std::int64_t>(pool.size()) == conv.num_slots * exec::conv_stride(*conv.conv));
   } catch (const Error&) {
   }
   return 0;

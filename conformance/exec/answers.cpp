@@ -61,30 +61,32 @@ std::uint64_t parse_hex64(const json& j, const std::string& field) {
   return x;
 }
 
-PoolAnswer parse_pool_answer(const Frame& a, std::int32_t num_slots, std::int64_t stride, DType state_dtype) {
+PoolAnswer parse_pool_answer(const Frame& a, std::int32_t num_slots, std::int64_t stride, DType state_dtype,
+                             const std::string& op) {
+  const std::string p = "target." + op + ".";
   PoolAnswer out;
   const json& m = a.msg;
   const json& digests = m.is_object() && m.contains("digests") ? m.at("digests") : json();
-  require(digests.is_array() && digests.size() == 2u * static_cast<std::size_t>(num_slots), "target.pool.digests",
+  require(digests.is_array() && digests.size() == 2u * static_cast<std::size_t>(num_slots), p + "digests",
           "must list 2 digests per slot (", 2 * static_cast<std::int64_t>(num_slots), ")");
-  for (const auto& d : digests) out.digests.push_back(parse_hex64(d, "target.pool.digests"));
+  for (const auto& d : digests) out.digests.push_back(parse_hex64(d, p + "digests"));
   const json& slots = m.is_object() && m.contains("slots") ? m.at("slots") : json();
-  require(slots.is_array(), "target.pool.slots", "must be an array of slot indices");
+  require(slots.is_array(), p + "slots", "must be an array of slot indices");
   std::vector<bool> seen(static_cast<std::size_t>(num_slots), false);
   for (std::size_t i = 0; i < slots.size(); ++i) {
     const auto& js = slots[i];
     require(js.is_number_integer() && js.get<std::int64_t>() >= 0 && js.get<std::int64_t>() < num_slots,
-            "target.pool.slots", "entry ", i, " is not a slot index in [0, ", num_slots, ")");
+            p + "slots", "entry ", i, " is not a slot index in [0, ", num_slots, ")");
     const auto s = js.get<std::int64_t>();
-    require(!seen[static_cast<std::size_t>(s)], "target.pool.slots", "entry ", i, " lists slot ", s, " again");
+    require(!seen[static_cast<std::size_t>(s)], p + "slots", "entry ", i, " lists slot ", s, " again");
     seen[static_cast<std::size_t>(s)] = true;
     out.slots.push_back(s);
   }
   if (!out.slots.empty()) {
     const auto k = static_cast<std::int64_t>(out.slots.size());
     const auto it = a.tensors.find("values");
-    require(it != a.tensors.end(), "target.pool.values", "is missing from the answer");
-    it->second.expect(state_dtype, {k, stride}, "target.pool.values");
+    require(it != a.tensors.end(), p + "values", "is missing from the answer");
+    it->second.expect(state_dtype, {k, stride}, p + "values");
     out.values = it->second.to_f32();
   }
   return out;

@@ -33,13 +33,15 @@ Capabilities parse_hello_answer(const nlohmann::json& msg);
 std::uint64_t parse_hex64(const nlohmann::json& j, const std::string& field);
 
 // The answer to "pool": 2 digests per slot (state, gap) and the values of the slots listed in "slots" (each in
-// [0, num_slots), no slot twice) as tensor "values" [len(slots), stride] of state_dtype.
+// [0, num_slots), no slot twice) as tensor "values" [len(slots), stride] of state_dtype. `op` names the command
+// in the error fields ("pool", or "conv_pool" for the conv windows of protocol 1.5).
 struct PoolAnswer {
   std::vector<std::uint64_t> digests;   // 2 * num_slots
   std::vector<std::int64_t> slots;      // slots whose values were sent
   std::vector<float> values;            // slots.size() * stride
 };
-PoolAnswer parse_pool_answer(const Frame& a, std::int32_t num_slots, std::int64_t stride, DType state_dtype);
+PoolAnswer parse_pool_answer(const Frame& a, std::int32_t num_slots, std::int64_t stride, DType state_dtype,
+                             const std::string& op = "pool");
 
 // The answer to "fixture": exactly the tensors named in `expected` (the fixture's out.* tensors: name, dtype,
 // shape), each with that dtype and shape; nothing else. Error("target.fixture.<name>") naming the tensor that

@@ -11,6 +11,7 @@
 
 #include "answers.hpp"
 #include "child_process.hpp"
+#include "exec_conv.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/frame.hpp"
 
@@ -101,6 +102,7 @@ Capabilities Capabilities::from_json(const json& j) {
   c.graph_padding = bool_of(j, "graph_padding", c.graph_padding);
   c.out_of_place_commit = bool_of(j, "out_of_place_commit", c.out_of_place_commit);
   c.capture = bool_of(j, "capture", c.capture);
+  c.conv_state = bool_of(j, "conv_state", c.conv_state);
   c.round_beta_to_act = bool_of(j, "round_beta_to_act", c.round_beta_to_act);
   c.copy_slot = bool_of(j, "copy_slot", c.copy_slot);
   c.bit_exact = bool_of(j, "bit_exact", c.bit_exact);
@@ -136,7 +138,7 @@ json Capabilities::to_json() const {
               {"pad_outputs_zero", pad_outputs_zero}, {"design", design},
               {"fixture_ops", fixture_ops},      {"pad_conventions", names(pad_conventions)},
               {"graph_padding", graph_padding},  {"out_of_place_commit", out_of_place_commit},
-              {"capture", capture}};
+              {"capture", capture},              {"conv_state", conv_state}};
 }
 
 std::string Capabilities::unsupported(const ModelConfig& cfg, int max_T_wanted) const {
@@ -415,9 +417,27 @@ class ExecTarget : public ref::Target {
     parse_capture_answer(mutate(f, "capture"));
   }
 
+  // The conv component (protocol 1.5): frames and answers in exec_conv.hpp.
+  bool conv_state() const override { return conn_->caps().conv_states(); }
+  std::vector<std::vector<float>> conv_step(const std::vector<ref::TargetRow>& rows,
+                                            const std::vector<ref::SequenceInputs>& inputs) override {
+    return parse_conv_step_answer(mutate(conv_step_command(s_, rows, inputs), "conv_step"), s_,
+                                  inputs.empty() ? 0 : inputs[0].T);
+  }
+  void conv_commit(const std::vector<ref::TargetRow>& rows) override { mutate(conv_commit_command(rows), "conv_commit"); }
+  std::vector<float> conv_committed_state(std::int32_t layer, std::int32_t slot) const override {
+    return parse_conv_committed_state_answer(
+        conn_->call(conv_committed_state_command(layer, slot), "conv_committed_state"), s_);
+  }
+  std::vector<float> conv_pool(std::int32_t layer) const override {
+    if (conv_mirror_.valid(layer)) return conv_mirror_.values(layer);
+    return conv_mirror_.apply(layer, conn_->call(conv_mirror_.request(layer), "conv_pool"));
+  }
+
   void setup(const ref::EngineSetup& s) override {
     const std::string why = conn_->caps().unsupported(s.cfg, s.max_T);
     require(why.empty(), "target.setup", why);
+    require(!s.conv || conv_state(), "target.setup.conv", "the target does not keep conv windows (conv_state, 1.5)");
     s_ = s;
     stride_ = s.pool_geometry().stride(s.cfg);
     Frame f;
@@ -430,7 +450,9 @@ class ExecTarget : public ref::Target {
       f.tensors["dt_bias." + std::to_string(l)] =
           Tensor::from_f32(DType::F32, {s.cfg.HV, s.cfg.a_width()}, p.dt_bias);
     }
+    add_conv_setup_tensors(s, f);
     conn_->call(f, "setup");
+    conv_mirror_.reset(s);
     const auto L = static_cast<std::size_t>(s.cfg.num_layers);
     mirror_.assign(L, std::vector<float>(static_cast<std::size_t>(s.num_slots * stride_), s.poison));
     mirror_digests_.assign(L, std::vector<std::uint64_t>(static_cast<std::size_t>(2 * s.num_slots), 0));
@@ -532,6 +554,7 @@ class ExecTarget : public ref::Target {
   };
   Frame mutate(const Frame& f, const std::string& op) {
     std::fill(mirror_valid_.begin(), mirror_valid_.end(), false);
+    conv_mirror_.invalidate();
     return conn_->call(f, op);
   }
   void simple(json msg, const std::string& op) {
@@ -548,6 +571,7 @@ class ExecTarget : public ref::Target {
   mutable std::vector<std::vector<std::uint64_t>> mirror_digests_;  // [layer][2 * slot + (0 state, 1 gap)]
   mutable std::vector<bool> mirror_valid_;                          // no mutating command since the fetch
   mutable std::map<std::pair<std::int32_t, std::int32_t>, CachedState> states_;
+  mutable ConvPoolMirror conv_mirror_;
 };
 
 }  // namespace

@@ -28,9 +28,13 @@ namespace replayssm::exec {
 // 1.2 added graph padding, PAD conventions and out-of-place commits.
 // 1.3 added the conv fixture ops (conv.prefill, conv.update, conv.commit) to `fixture_ops`.
 // 1.4 added the `capture` command (the `capture` capability: a CUDA-graph bucket captured while requests are live).
-inline constexpr int kProtocolMajor = 1, kProtocolMinor = 4;
+// 1.5 added the lifecycle's conv component (the `conv_state` capability; exec_conv.hpp).
+inline constexpr int kProtocolMajor = 1, kProtocolMinor = 5;
 // The protocol minor version that added the `capture` command; an implementation answering less is never sent it.
 inline constexpr int kCaptureMinor = 4;
+// The protocol minor version that added the conv component (`conv_state`); an implementation answering less is
+// never sent a setup with `conv` nor a conv command.
+inline constexpr int kConvStateMinor = 5;
 // Sends `shutdown` to every live target process (one per command line, reused across cases) and waits up to
 // kShutdownGraceMs for each to exit before killing its process group. Also runs at program exit.
 void shutdown_targets();
@@ -70,6 +74,10 @@ struct Capabilities {
   // for an implementation answering 1.4 or later (captures()).
   bool capture = false;
   bool captures() const { return capture && protocol_minor >= kCaptureMinor; }
+  // Protocol 1.5: keeps a conv window per slot and layer (setup.conv, conv_step, conv_commit,
+  // conv_committed_state, conv_pool). Only honoured for an implementation answering 1.5 or later.
+  bool conv_state = false;
+  bool conv_states() const { return conv_state && protocol_minor >= kConvStateMinor; }
 
   // Reads the hello answer's "capabilities" object; Error("target.hello.capabilities.<key>").
   static Capabilities from_json(const nlohmann::json& j);

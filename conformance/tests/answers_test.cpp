@@ -2,9 +2,12 @@
 // found while fuzzing (docs/fuzzing.md) escaped as nlohmann::json exceptions that name no field.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 
 #include "answers.hpp"
+#include "exec_conv.hpp"
+#include "replayssm/reference/conv_component.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/testing/field_of.hpp"
 
@@ -168,4 +171,85 @@ TEST(ExecAnswers, CaptureIsClaimedOnlyFrom1_4AndAnswersNoTensor) {
   Frame refused;
   refused.msg = json{{"ok", false}, {"error", {{"field", "rows"}, {"message", "too many"}}}};
   EXPECT_EQ(field_of([&] { exec::parse_capture_answer(refused); }), "target.capture.rows");
+}
+
+// Protocol 1.5: the conv component counts only from an implementation answering 1.5 or later; its answers are
+// parsed strictly (exact tensor names, dtypes, shapes) and a conv_pool answer cannot change a slot's digest
+// without sending its values.
+namespace {
+ref::EngineSetup conv_case() {
+  auto s = ref::make_setup(preset("tiny-gdn"), 21, 3, 4);
+  s.conv = ref::make_conv_setup(s.cfg, 77, 4, DType::BF16, ref::ConvActivation::Silu, true);
+  return s;
+}
+}  // namespace
+
+TEST(ExecAnswers, ConvStateIsClaimedOnlyFrom1_5) {
+  json h = hello();
+  h["capabilities"] = {{"conv_state", true}};
+  h["version"] = {1, 4};
+  const auto older = exec::parse_hello_answer(h);
+  EXPECT_TRUE(older.conv_state);
+  EXPECT_FALSE(older.conv_states());  // a 1.4 implementation is never sent setup.conv nor a conv command
+  h["version"] = {1, 5};
+  EXPECT_TRUE(exec::parse_hello_answer(h).conv_states());
+  EXPECT_TRUE(exec::Capabilities::from_json(exec::parse_hello_answer(h).to_json()).conv_state);
+  EXPECT_EQ(field_of([] { exec::Capabilities::from_json(json{{"conv_state", 1}}); }),
+            "target.hello.capabilities.conv_state");
+}
+
+TEST(ExecAnswers, ConvStepAndCommittedStateAnswersAreStrict) {
+  const auto s = conv_case();
+  const std::int64_t C = s.conv->cfg.channels(), N = 5;
+  auto step = [&](std::function<void(Frame&)> edit) {
+    Frame a;
+    a.msg = json{{"ok", true}};
+    for (int l = 0; l < s.cfg.num_layers; ++l)
+      a.tensors["y." + std::to_string(l)] = Tensor::zeros(s.cfg.act_dtype, {N, C});
+    edit(a);
+    return field_of([&] { exec::parse_conv_step_answer(a, s, N); });
+  };
+  EXPECT_EQ(step([](Frame&) {}), "<no error>");
+  EXPECT_EQ(step([](Frame& a) { a.tensors.erase("y.0"); }), "target.conv_step.y.0");
+  EXPECT_EQ(step([&](Frame& a) { a.tensors["y.0"] = Tensor::zeros(s.cfg.act_dtype, {N + 1, C}); }), "target.conv_step.y.0");
+  EXPECT_EQ(step([&](Frame& a) { a.tensors["y.0"] = Tensor::zeros(DType::F32 == s.cfg.act_dtype ? DType::BF16 : DType::F32, {N, C}); }),
+            "target.conv_step.y.0");
+  EXPECT_EQ(step([&](Frame& a) { a.tensors["o.0"] = Tensor::zeros(s.cfg.act_dtype, {N, C}); }), "target.conv_step.o.0");
+
+  Frame st;
+  st.msg = json{{"ok", true}};
+  st.tensors["state"] = Tensor::zeros(DType::BF16, {C, 3});
+  EXPECT_EQ(field_of([&] { exec::parse_conv_committed_state_answer(st, s); }), "<no error>");
+  st.tensors["state"] = Tensor::zeros(DType::F32, {C, 3});
+  EXPECT_EQ(field_of([&] { exec::parse_conv_committed_state_answer(st, s); }), "target.conv_committed_state.state");
+  st.tensors["state"] = Tensor::zeros(DType::BF16, {C, 4});
+  EXPECT_EQ(field_of([&] { exec::parse_conv_committed_state_answer(st, s); }), "target.conv_committed_state.state");
+}
+
+TEST(ExecAnswers, ConvPoolMirrorNeedsTheValuesOfEveryChangedSlot) {
+  const auto s = conv_case();
+  const std::int64_t stride = exec::conv_stride(*s.conv);
+  EXPECT_EQ(stride, s.conv->cfg.channels() * 3 + 4);
+  exec::ConvPoolMirror m;
+  m.reset(s);
+  EXPECT_FALSE(m.valid(0));
+  EXPECT_EQ(m.request(0).msg.at("op"), "conv_pool");
+  EXPECT_EQ(m.request(0).msg.at("known").size(), 6u);
+  Frame a;
+  a.msg = json{{"ok", true}, {"digests", {"1", "2", "0", "0", "0", "0"}}, {"slots", {0}}};
+  a.tensors["values"] = Tensor::from_f32(DType::BF16, {1, stride}, std::vector<float>(static_cast<std::size_t>(stride), 1.0f));
+  const auto& pool = m.apply(0, a);
+  EXPECT_EQ(pool[0], 1.0f);
+  EXPECT_TRUE(std::isnan(pool[static_cast<std::size_t>(stride)]));  // slot 1 keeps the poison
+  EXPECT_TRUE(m.valid(0));
+  m.invalidate();
+  EXPECT_FALSE(m.valid(0));
+  Frame stale;
+  stale.msg = json{{"ok", true}, {"digests", {"1", "2", "5", "0", "0", "0"}}, {"slots", json::array()}};
+  EXPECT_EQ(field_of([&] { m.apply(0, stale); }), "target.conv_pool.slots");
+  Frame wrong = a;
+  wrong.tensors["values"] = Tensor::from_f32(DType::F32, {1, stride}, std::vector<float>(static_cast<std::size_t>(stride), 1.0f));
+  EXPECT_EQ(field_of([&] { m.apply(0, wrong); }), "target.conv_pool.values");
+  EXPECT_EQ(field_of([&] { m.valid(1); }), "<no error>");
+  EXPECT_EQ(field_of([&] { m.valid(s.cfg.num_layers); }), "layer");
 }

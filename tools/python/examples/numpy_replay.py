@@ -7,6 +7,8 @@
   from a zero state); PAD rows (any of the three PAD conventions) and the graph tail of a captured batch
   (rows from live_rows on) read and write no state and output zeros. Slots are read from the kit's index arrays
   (rows.index: strided column views, read through NumPy indexing).
+* conv_step / conv_commit (protocol 1.5, `--conv on` campaigns): a conv window per slot and layer kept next to
+  the recurrent state (numpy_conv_slots.py); copy_slot carries it too.
 * capture (protocol 1.4): a new CUDA-graph bucket warmed up on dummy inputs as PAD rows: nothing changes.
 * commit: replay the first n payload tokens of each verify row from the checkpoint and store the state,
   rounded once to the state dtype; n = 0 writes nothing.
@@ -20,9 +22,13 @@ committed static fixtures through it as well:
 `--fault off_by_one_accepted` seeds a bookkeeping bug (the commit replays n - 1 tokens) that a campaign
 must catch: replayssm fuzz --target exec:'python3 .../numpy_replay.py --fault off_by_one_accepted' ...
 (more, pad_row_writes_slot0, graph_tail_processed, writes_gap, strided_index_as_contiguous and
-capture_writes_live_state, are caught through `pool`, the PAD outputs or the committed states: see FAULTS). Two more, replay_commit_drops_last and conv_commit_keeps_window_tail, are in the
-fixture ops only (numpy_fixture_ops.py, numpy_conv_ops.py): the fixture check catches them, e.g.
+capture_writes_live_state, are caught through `pool`, the PAD outputs or the committed states: see FAULTS).
+replay_commit_drops_last is in the fixture ops only (numpy_fixture_ops.py); conv_commit_keeps_window_tail is in
+the conv fixture ops and in the conv windows (numpy_conv_ops.py, numpy_conv_slots.py): both the fixture check
+and a conv campaign catch it:
     replayssm check --target exec:'python3 .../numpy_replay.py --fault conv_commit_keeps_window_tail' fixtures/conv
+    replayssm fuzz --target exec:'python3 .../numpy_replay.py --fault conv_commit_keeps_window_tail' --conv on ...
+conv_window_not_copied and conv_fresh_keeps_tenant_window act on the conv windows only (numpy_conv_slots.py).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # tools/python: the replayssm_kit next to this example
 sys.path.insert(0, HERE)
 
+from numpy_conv_slots import SLOT_FAULTS, ConvSlots  # noqa: E402
 from numpy_fixture_ops import FIXTURE_FAULTS, run_fixture_op  # noqa: E402
 from replay_math import Recurrence, round_bf16  # noqa: E402
 from replayssm_kit.target import CONV_FIXTURE_OPS, FIXTURE_OPS, Row, Rows, Target, TargetError, serve  # noqa: E402
@@ -54,7 +61,7 @@ from replayssm_kit.target import CONV_FIXTURE_OPS, FIXTURE_OPS, Row, Rows, Targe
 # bucket up on the last step's rows (the index buffer as it is) instead of PAD rows and commits the dummy
 # window into their slots (H13).
 FAULTS = ("off_by_one_accepted", "pad_row_writes_slot0", "writes_gap", "graph_tail_processed",
-          "width_capped_at_8", "strided_index_as_contiguous", "capture_writes_live_state") + FIXTURE_FAULTS
+          "width_capped_at_8", "strided_index_as_contiguous", "capture_writes_live_state") + FIXTURE_FAULTS + SLOT_FAULTS
 WIDTH_CAP = 8
 
 
@@ -99,6 +106,7 @@ class NumpyReplay(Target):
         self.last = None  # (rows, payload[layer][row] = (k, v, a, b) of the window) of the uncommitted step
         self.cfg = cfg
         self.index_buffer = []  # capture_writes_live_state: the real rows of the last step
+        self.conv = ConvSlots(setup, self.fault) if setup.get("conv") is not None else None
     # --- slots: a head is [K, V] (kv) or [V, K] (vk) in the pool; the math works on [K, V] --------------------
     def _get(self, l: int, slot: int) -> np.ndarray:
         s = self.pools[l][slot, : self.E].reshape(self.shape)
@@ -217,6 +225,22 @@ class NumpyReplay(Target):
     def copy_slot(self, src: int, dst: int) -> None:
         for pool in self.pools:
             pool[dst, : self.E] = pool[src, : self.E]
+        if self.conv is not None:
+            self.conv.copy(src, dst)
+
+    # --- the conv component (protocol 1.5): numpy_conv_slots.py ----------------------------------------------
+    def conv_step(self, rows: list, x: list) -> list:
+        self._check(rows, x[0].shape[0])
+        return self.conv.step(rows, x)
+
+    def conv_commit(self, rows: list) -> None:
+        self.conv.commit(rows)
+
+    def conv_committed_state(self, layer: int, slot: int) -> np.ndarray:
+        return self.conv.window(layer, slot)
+
+    def conv_pool(self, layer: int) -> np.ndarray:
+        return self.conv.pools[layer]
 
     def committed_state(self, layer: int, slot: int) -> np.ndarray:
         return self.pools[layer][slot, : self.E].reshape(self.shape)

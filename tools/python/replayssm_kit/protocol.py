@@ -23,8 +23,9 @@ import numpy as np
 from .safetensors_io import FormatError, parse_safetensors, serialize_safetensors
 
 PROTOCOL_NAME = "replayssm.target"
-# 1.1 added the `fixture` command; 1.2 graph padding, PAD conventions, out-of-place commits; 1.3 the conv fixture ops
-VERSION = (1, 4)
+# 1.1 added the `fixture` command; 1.2 graph padding, PAD conventions, out-of-place commits; 1.3 the conv fixture ops;
+# 1.4 the `capture` command; 1.5 the conv component of the lifecycle (`conv_state`, conv_* commands)
+VERSION = (1, 5)
 MAX_FRAME_BYTES = 8 << 30  # frames larger than 8 GiB are refused before anything is allocated
 
 

@@ -18,11 +18,12 @@ from .convert import ConversionError, to_wire
 from .protocol import (PROTOCOL_NAME, VERSION, Frame, ProtocolError, digest64, digest_rows, hex64, parse_hex64,
                        read_frame, write_frame)
 from .session import Session, integer, parse_rows
-from .target import CAPTURE_MINOR, CONV_FIXTURE_OPS, CONV_FIXTURE_OPS_MINOR, FIXTURE_OPS, Target, TargetError
+from .target import (CAPTURE_MINOR, CONV_FIXTURE_OPS, CONV_FIXTURE_OPS_MINOR, CONV_METHODS, CONV_STATE_MINOR, FIXTURE_OPS,
+                     Target, TargetError)
 
 
 COMMANDS = ("hello", "setup", "allocate", "step", "commit", "copy_slot", "committed_state", "pool", "fixture",
-            "capture", "shutdown")
+            "capture", "conv_step", "conv_commit", "conv_committed_state", "conv_pool", "shutdown")
 
 
 class _Refused(TargetError):
@@ -41,6 +42,7 @@ class _Loop:
         self.session = None
         self.fixture_ops = set()
         self.captures = False
+        self.convs = False
 
     # --- commands ------------------------------------------------------------------------------------------
     def hello(self, frame):
@@ -66,6 +68,15 @@ class _Loop:
         # A judge before 1.4 has no capture command: the claim is left out rather than made to it.
         caps["capture"] = caps.get("capture", captures) and v[1] >= CAPTURE_MINOR
         self.captures = caps["capture"]
+        overridden = [m for m in CONV_METHODS if getattr(type(self.target), m) is not getattr(Target, m)]
+        convs = caps.get("conv_state", len(overridden) == len(CONV_METHODS))
+        if type(convs) is not bool:
+            raise TargetError("capabilities.conv_state", f"must be true or false, got {convs!r}")
+        if convs and len(overridden) != len(CONV_METHODS):
+            missing = [m for m in CONV_METHODS if m not in overridden]
+            raise TargetError("capabilities.conv_state", f"is claimed but the target does not override {missing}")
+        # A judge before 1.5 has no conv commands: the claim is left out rather than made to it.
+        caps["conv_state"] = self.convs = convs and v[1] >= CONV_STATE_MINOR
         runs_fixtures = type(self.target).fixture is not Target.fixture
         claimed = caps.get("fixture_ops", list(FIXTURE_OPS) if runs_fixtures else [])
         known = FIXTURE_OPS + CONV_FIXTURE_OPS
@@ -86,7 +97,12 @@ class _Loop:
         self.session = None  # a failed setup leaves no case behind
         session = Session.parse(frame.msg.get("setup"), frame.msg.get("poison_bits"))
         params = [session.layer_params(frame, l) for l in range(session.L)]
-        self.target.setup(session.setup_for_target(), params)
+        setup = session.setup_for_target()
+        if session.conv is not None:
+            if not self.convs:
+                raise TargetError("setup.conv", "the conv component is not claimed by this target (conv_state)")
+            setup["conv_params"] = session.conv_params(frame)
+        self.target.setup(setup, params)
         self.session = session
         return {}, None
 
@@ -124,6 +140,41 @@ class _Loop:
         self.target.capture(rows, T)
         return {}, None
 
+    # --- the conv component (1.5) ---------------------------------------------------------------------------
+    def _conv_session(self):
+        if self.session.conv is None:
+            raise TargetError("op", "the setup has no conv component (setup.conv)")
+        return self.session
+
+    def conv_step(self, frame):
+        s = self._conv_session()
+        rows = s.index_rows(parse_rows(frame.msg.get("rows"), s.pad_sentinel, frame.msg.get("live_rows")))
+        n = integer(frame.msg, "total_tokens", "total_tokens", 0)
+        x = [s.conv_inputs(frame, l, n) for l in range(s.L)]
+        y = self.target.conv_step(rows, x)
+        if not isinstance(y, (list, tuple)) or len(y) != s.L:
+            raise TargetError("y", f"conv_step must return one output per layer ({s.L}), got "
+                                   f"{len(y) if isinstance(y, (list, tuple)) else type(y).__name__}")
+        return {}, {f"y.{l}": (to_wire(v, s.act, (n, s.C), f"y.{l}"), s.act) for l, v in enumerate(y)}
+
+    def conv_commit(self, frame):
+        s = self._conv_session()
+        self.target.conv_commit(s.index_rows(parse_rows(frame.msg.get("rows"), s.pad_sentinel,
+                                                        frame.msg.get("live_rows"))))
+        return {}, None
+
+    def conv_committed_state(self, frame):
+        s, msg = self._conv_session(), frame.msg
+        layer, slot = self._layer(msg), self._slot(msg, "slot")
+        wire = to_wire(self.target.conv_committed_state(layer, slot), s.conv_state, (s.C, s.W - 1), "state")
+        return {}, {"state": (wire, s.conv_state)}
+
+    def conv_pool(self, frame):
+        s = self._conv_session()
+        layer = self._layer(frame.msg)
+        wire = to_wire(self.target.conv_pool(layer), s.conv_state, (s.S, s.conv_stride), "values")
+        return self._digest_answer(frame.msg.get("known"), wire, s.C * (s.W - 1), s.conv_state)
+
     def copy_slot(self, frame):
         self.target.copy_slot(self._slot(frame.msg, "src"), self._slot(frame.msg, "dst"))
         return {}, None
@@ -141,20 +192,25 @@ class _Loop:
     def pool(self, frame):
         s, msg = self.session, frame.msg
         layer = self._layer(msg)
-        known = msg.get("known")
+        wire = to_wire(self.target.pool(layer), s.state, (s.S, s.stride), "values")
+        return self._digest_answer(msg.get("known"), wire, s.E, s.state)
+
+    def _digest_answer(self, known, wire, elems: int, dtype: str):
+        """The `pool` / `conv_pool` answer: per slot the digests of its first `elems` values and of its gap, and
+        the values of the slots whose digests differ from `known`."""
+        s = self.session
         if not isinstance(known, list) or len(known) != 2 * s.S:
             raise TargetError("known", f"must list 2 digests per slot ({2 * s.S})")
         known = [parse_hex64(k, f"known[{i}]") for i, k in enumerate(known)]
-        wire = to_wire(self.target.pool(layer), s.state, (s.S, s.stride), "values")
         raw = wire.view(np.uint8).reshape(s.S, -1)
-        split = s.E * wire.itemsize
+        split = elems * wire.itemsize
         state_d, gap_d = digest_rows(raw[:, :split]), digest_rows(raw[:, split:])
         digests, slots = [], []
         for i in range(s.S):
             digests += [hex64(state_d[i]), hex64(gap_d[i])]
             if int(state_d[i]) != known[2 * i] or int(gap_d[i]) != known[2 * i + 1]:
                 slots.append(i)
-        tensors = {"values": (wire[slots], s.state)} if slots else None
+        tensors = {"values": (wire[slots], dtype)} if slots else None
         return {"digests": digests, "slots": slots}, tensors
 
     def fixture(self, frame):
@@ -247,7 +303,7 @@ class InProcess:
     directly (replayssm_kit.trace replays trace fixtures through it).
 
         loop = InProcess(my_target)
-        answer, tensors = loop.call({"op": "hello", "protocol": "replayssm.target", "version": [1, 4]})
+        answer, tensors = loop.call({"op": "hello", "protocol": "replayssm.target", "version": [1, 5]})
 
     call() takes a command message and its tensors (name -> float32 array, with their protocol dtype names in
     `dtypes`) and returns the answer message and its tensors (name -> (array in the stored form of its dtype:

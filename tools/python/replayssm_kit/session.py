@@ -118,7 +118,46 @@ class Session:
             raise TargetError("poison_bits", f"{poison_bits!r} is not 32 bits")
         s.poison_bits = poison_bits
         s.poison = np.array([bits], dtype=np.uint32).view(np.float32)[0]
+        s._parse_conv(setup.get("conv"))
         return s
+
+    def _parse_conv(self, conv) -> None:
+        """setup.conv (protocol 1.5): absent, or exactly kernel_size, activation, bias, state_dtype, seed."""
+        self.conv = conv
+        if conv is None:
+            return
+        f = "setup.conv"
+        if not isinstance(conv, dict):
+            raise TargetError(f, "must be an object")
+        keys = {"kernel_size", "activation", "bias", "state_dtype", "seed"}
+        for k in sorted(set(conv) ^ keys):
+            raise TargetError(f"{f}.{k}", "is missing" if k in keys else "is not a conv setup key")
+        self.W = conv["kernel_size"]
+        if type(self.W) is not int or not 2 <= self.W <= 8:
+            raise TargetError(f + ".kernel_size", f"must be an integer in [2, 8], got {self.W!r}")
+        if conv["activation"] not in ("silu", "none"):
+            raise TargetError(f + ".activation", f"must be 'silu' or 'none', got {conv['activation']!r}")
+        if type(conv["bias"]) is not bool:
+            raise TargetError(f + ".bias", f"must be true or false, got {conv['bias']!r}")
+        if conv["state_dtype"] not in DTYPES:
+            raise TargetError(f + ".state_dtype", f"must be F32 or BF16, got {conv['state_dtype']!r}")
+        self.conv_state = conv["state_dtype"]
+        self.C = 2 * self.H * self.K + self.HV * self.V
+        self.conv_stride = self.C * (self.W - 1) + 4
+
+    def conv_params(self, frame) -> list:
+        """Per layer {"weight": [C, W], "bias": [C] or None} from the setup's conv_weight.{l} / conv_bias.{l}."""
+        out = []
+        for l in range(self.L):
+            w = _tensor(frame, f"conv_weight.{l}", "F32", (self.C, self.W))
+            b = _tensor(frame, f"conv_bias.{l}", "F32", (self.C,)) if self.conv["bias"] else None
+            if not self.conv["bias"] and f"conv_bias.{l}" in frame.tensors:
+                raise TargetError(f"conv_bias.{l}", "is sent but setup.conv.bias is false")
+            out.append({"weight": w, "bias": b})
+        return out
+
+    def conv_inputs(self, frame, l: int, n: int) -> np.ndarray:
+        return _tensor(frame, f"x.{l}", self.act, (n, self.C))
 
     def index_rows(self, rows: list) -> Rows:
         """rows as a Rows whose index arrays are column views of this case's persistent index table

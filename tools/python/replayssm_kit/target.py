@@ -10,6 +10,8 @@
         def committed_state(self, layer, slot): ...
         def pool(self, layer): ...
         def capture(self, rows, T): ...       # optional (protocol 1.4): claims the `capture` capability
+        def conv_step(self, rows, x): ...     # optional (protocol 1.5, with conv_commit, conv_committed_state,
+                                              # conv_pool): claims the `conv_state` capability
 
     if __name__ == "__main__":
         raise SystemExit(serve(MyKernel()))
@@ -39,6 +41,8 @@ FIXTURE_OPS = ("recurrent", "chunked", "mtp_verify", "replay_commit", "mtp_batch
 CONV_FIXTURE_OPS = ("conv.prefill", "conv.update", "conv.commit")
 CONV_FIXTURE_OPS_MINOR = 3  # the protocol minor version that added CONV_FIXTURE_OPS
 CAPTURE_MINOR = 4  # the protocol minor version that added the `capture` command
+CONV_STATE_MINOR = 5  # the protocol minor version that added the conv component (`conv_state`, conv_* commands)
+CONV_METHODS = ("conv_step", "conv_commit", "conv_committed_state", "conv_pool")
 
 # The columns of the kit's index table (Rows.index): one int32 row per batch row. PAD_SLOT-style sentinels are
 # kept as the judge sent them; `pad` is 1 for a row that is_pad (a PAD row or a graph tail row), else 0.
@@ -136,7 +140,9 @@ class Target:
         state_dtypes, layouts, l2norms, kda_gates, round_beta_to_act, gva_ratios, K, V, max_T, max_layers,
         copy_slot, bit_exact, tier, pad_outputs_zero, design, fixture_ops (default: FIXTURE_OPS when fixture()
         is overridden, else none; list CONV_FIXTURE_OPS there to claim the conv ops), pad_conventions, graph_padding, out_of_place_commit,
-        capture (default: true when capture() is overridden; sent only to a judge speaking 1.4 or later). Missing
+        capture (default: true when capture() is overridden; sent only to a judge speaking 1.4 or later),
+        conv_state (default: true when the four conv_* methods are overridden; sent only to a judge speaking 1.5
+        or later). Missing
         keys take the protocol's defaults; the generator produces only what is covered."""
         return {}
 
@@ -147,7 +153,10 @@ class Target:
                 q_scale, round_beta_to_act, kda_gate, lower_bound, act_dtype, state_dtype, layout), num_slots,
                 slot_stride (0 means E), max_T, ring_B, ring_T, recon, ring_record_dtype, page_tokens; the kit
                 adds "poison_bits" (hex of the F32 bits every pool element starts with, a NaN) and "poison"
-                (that value as a NumPy float32).
+                (that value as a NumPy float32). With the conv component (protocol 1.5, conv_state claimed): conv
+                (kernel_size W, activation "silu" / "none", bias, state_dtype, seed; docs/target-protocol.md) and
+                the kit adds "conv_params": per layer {"weight": float32 [C, W], "bias": float32 [C] or None},
+                C = 2*H*K + HV*V channels.
         params: one (A_log, dt_bias) pair per layer: float32 [HV] and float32 [HV, a_width] (a_width = 1 for
                 GDN, K for KDA).
         Every layer has its own pool of S slots of `stride` elements, all starting as the poison value.
@@ -196,6 +205,31 @@ class Target:
         had not happened. Overriding it claims the `capture` capability; the default declines (not claimed, so
         the judge never sends it and reports capture while live as not covered)."""
         raise NotImplementedError("capture")
+
+    # --- the conv component (protocol 1.5, docs/target-protocol.md "The conv component (1.5)") -------------
+    # Overriding all four claims `conv_state`; the default declines (no setup carries conv, no conv command).
+    # A conv window per slot and layer is [C, W-1] (channel-major, column 0 the oldest), in the conv state dtype.
+
+    def conv_step(self, rows: list, x: list) -> list:
+        """The conv windows' half of the step just run (same rows): x per layer float32 [N, C], the tokens'
+        raw conv inputs [q | k | v] (act values). Returns per layer y [N, C] (act dtype): the causal depthwise
+        conv1d of each row's tokens from its read slot's window (zeros for a fresh prefill row); prefill rows
+        commit their whole window to write_slot here; verify rows commit in conv_commit. PAD and graph tail
+        rows read and write nothing (outputs don't-care unless pad_outputs_zero is claimed)."""
+        raise NotImplementedError("conv_step")
+
+    def conv_commit(self, rows: list) -> None:
+        """Rolls each verify row's window to its accepted length n: write_slot gets the last W-1 columns of
+        [window | x_1 .. x_n]; n = 0 leaves the slot's bytes unchanged."""
+        raise NotImplementedError("conv_commit")
+
+    def conv_committed_state(self, layer: int, slot: int):
+        """The committed conv window of `slot`: [C, W-1] (or flat), conv state dtype values."""
+        raise NotImplementedError("conv_committed_state")
+
+    def conv_pool(self, layer: int):
+        """Raw conv pool of one layer: [S, C*(W-1) + 4] (a 4-value gap after each window, never written)."""
+        raise NotImplementedError("conv_pool")
 
     def fixture(self, op: str, config: dict, inputs: dict) -> dict:
         """Optional: one static fixture's operation (docs/fixture-format.md; the ops of FIXTURE_OPS), so that
