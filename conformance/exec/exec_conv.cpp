@@ -35,7 +35,9 @@ std::string hex(std::uint64_t x) {
 
 // The answer holds exactly the tensors of `want` (name -> dtype, shape).
 void expect_exactly(const Frame& a, const std::vector<std::pair<std::string, Tensor>>& want, const std::string& op) {
-  for (const auto& [name, t] : a.tensors) {
+  for (const auto& entry : a.tensors) {
+    // (a named variable, not a structured binding: clang 14 cannot capture a binding in a lambda)
+    const std::string& name = entry.first;
     const bool known = std::any_of(want.begin(), want.end(), [&](const auto& w) { return w.first == name; });
     require(known, "target." + op + "." + name, "is not an answer tensor of ", op);
   }
