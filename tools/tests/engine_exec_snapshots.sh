@@ -7,11 +7,8 @@
 set -u
 BIN="$1"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-PY=""
-for p in "${REPLAYSSM_PYTHON:-}" "${2:-}" "$ROOT/.venv/bin/python"; do
-  if [ -n "$p" ] && "$p" -c "import numpy" >/dev/null 2>&1; then PY="$p"; break; fi
-done
-[ -n "$PY" ] || { echo "engine_exec_snapshots: no Python with NumPy; skipped"; exit 77; }
+NAME=engine_exec_snapshots
+source "$ROOT/tools/tests/numpy_python.sh"
 ENGINE="$PY $ROOT/tools/python/examples/numpy_engine.py"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
