@@ -202,14 +202,9 @@ TEST_F(ExecTarget, FixtureAnswerMisfitsAreNamed) {
 
 // Zeros of the right dtype and shape: PASS on a fixture whose expectations are zeros, FAIL on the golden one,
 // naming the tensor, the worst element (index, coordinates, expected, got) and both tolerances.
-// A fatal error answer (a sticky device fault: every later kernel launch of that process fails the same way)
-// ends the target's process; the next fixture of the same command line is judged by a fresh process instead of
-// inheriting the fault (before, the second fixture failed with "the target process failed earlier" or a broken
-// pipe, blamed on a fixture the target never ran).
-TEST_F(ExecTarget, AFatalErrorAnswerEndsTheProcessAndTheNextFixtureGetsAFreshOne) {
+// The recurrent fixture with every out.* tensor replaced by zeros, saved in `dir` (created); returns its path.
+std::string save_zeros_fixture(const std::filesystem::path& dir) {
   Fixture f = load_fixture(kRecurrent);
-  const auto dir = std::filesystem::temp_directory_path() / ("exec-fatal-test-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   for (const auto& name : f.tensor_names("out.")) {
     auto& t = f.tensors.at(name);
@@ -217,6 +212,17 @@ TEST_F(ExecTarget, AFatalErrorAnswerEndsTheProcessAndTheNextFixtureGetsAFreshOne
   }
   const std::string zeros = (dir / "zeros__recurrent.safetensors").string();
   save_fixture(zeros, f);
+  return zeros;
+}
+
+// A fatal error answer (a sticky device fault: every later kernel launch of that process fails the same way)
+// ends the target's process; the next fixture of the same command line is judged by a fresh process instead of
+// inheriting the fault (before, the second fixture failed with "the target process failed earlier" or a broken
+// pipe, blamed on a fixture the target never ran).
+TEST_F(ExecTarget, AFatalErrorAnswerEndsTheProcessAndTheNextFixtureGetsAFreshOne) {
+  const auto dir = std::filesystem::temp_directory_path() / ("exec-fatal-test-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const std::string zeros = save_zeros_fixture(dir);
   const std::string cmd = command("fixture_fatal_once " + (dir / "marker").string());
   const auto first = exec::check_fixture_through(cmd, zeros);
   ASSERT_TRUE(first.covered && !first.ok) << first.str();
@@ -228,15 +234,8 @@ TEST_F(ExecTarget, AFatalErrorAnswerEndsTheProcessAndTheNextFixtureGetsAFreshOne
 }
 
 TEST_F(ExecTarget, FixtureAnswersAreComparedAtTheClaimedTierNamingTheWorstElement) {
-  Fixture f = load_fixture(kRecurrent);
   const auto dir = std::filesystem::temp_directory_path() / ("exec-fixture-test-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  for (const auto& name : f.tensor_names("out.")) {
-    auto& t = f.tensors.at(name);
-    t = Tensor::zeros(t.dtype, t.shape);
-  }
-  const std::string zeros = (dir / "zeros__recurrent.safetensors").string();
-  save_fixture(zeros, f);
+  const std::string zeros = save_zeros_fixture(dir);
   const auto pass = exec::check_fixture_through(command("fixture_zeros"), zeros);
   EXPECT_TRUE(pass.covered && pass.ok) << pass.str();
   EXPECT_EQ(pass.tier, "fp32");
