@@ -386,14 +386,16 @@ TEST(GpuStep, LaunchersRejectBadDescriptors) {
   cuda::synchronize();
 }
 
-// Which launch instance runs for which shape (cuda::last_launch): the claims of docs/cuda.md "Toward the
-// bandwidth floor" pinned, so that a change of launch bounds, stage size or dispatch that silently moves a
-// shape to another instance (a performance regression the bitwise tests cannot see) fails here. 128 x 128
-// GDN verify: the dense instance (3 CTAs per SM) while its stage of max_T tokens lets three CTAs fit (T <= 7),
-// the standard persistent one at T = 8; KDA verify: never dense (REPLAYSSM_DENSE_KDA is off: it spilled);
-// 128 x 128 commit_replay, GDN and KDA: dense at short windows; K = 64: no dense instance; a forced per-tile
-// schedule: per_tile. The instance is a performance choice only (the instances are bitwise equal: the tests
-// above mix schedules), so values here are zeros.
+// Which launch instance runs for which shape (cuda::last_launch): the claims of docs/cuda.md pinned, so that a
+// change of launch bounds, stage size or dispatch that silently moves a shape to another instance or register
+// budget (a performance regression the bitwise tests cannot see) fails here. The default (Auto) schedule is
+// per-tile ("Per-tile at three CTAs per SM"): verify and commit_replay kernels compiled for 3 CTAs of 4 warps
+// per SM (168 registers; 12 one-warp CTAs for 64 x 64), except the KDA verify, for 2. A forced persistent
+// schedule ("Toward the bandwidth floor"): 128 x 128 GDN verify dense (3 CTAs per SM) while its stage of max_T
+// tokens lets three CTAs fit (T <= 7), the standard persistent one at T = 8; KDA verify never dense
+// (REPLAYSSM_DENSE_KDA is off: it spilled); 128 x 128 commit_replay, GDN and KDA: dense at short windows;
+// K = 64: no dense instance. The instance is a performance choice only (the instances are bitwise equal: the
+// tests above mix schedules), so values here are zeros.
 TEST(GpuStep, LaunchInstancePinnedByShape) {
   REPLAYSSM_REQUIRE_GPU();
   struct Case {
@@ -401,16 +403,22 @@ TEST(GpuStep, LaunchInstancePinnedByShape) {
     int K, T;
     cuda::Schedule sched;
     const char *verify, *commit;  // expected instance; nullptr: printed, not asserted
+    int verify_ctas, commit_ctas;  // expected resident CTAs per SM; 0: printed, not asserted
   };
+  using S = cuda::Schedule;
   const std::vector<Case> cases{
-      {"qwen3.5", 128, 2, cuda::Schedule::Auto, "dense", "dense"},
-      {"qwen3.5", 128, 4, cuda::Schedule::Auto, "dense", "dense"},
-      {"qwen3.5", 128, 7, cuda::Schedule::Auto, "dense", nullptr},
-      {"qwen3.5", 128, 8, cuda::Schedule::Auto, "persistent", nullptr},
-      {"kimi-linear", 128, 2, cuda::Schedule::Auto, "persistent", "dense"},
-      {"kimi-linear", 128, 4, cuda::Schedule::Auto, "persistent", "dense"},
-      {"qwen3.5", 64, 2, cuda::Schedule::Auto, "persistent", "persistent"},
-      {"qwen3.5", 128, 2, cuda::Schedule::PerTile, "per_tile", "per_tile"},
+      {"qwen3.5", 128, 2, S::Auto, "per_tile", "per_tile", 3, 3},
+      {"qwen3.5", 128, 8, S::Auto, "per_tile", "per_tile", 3, 3},
+      {"kimi-linear", 128, 2, S::Auto, "per_tile", "per_tile", 2, 3},
+      {"qwen3.5", 64, 2, S::Auto, "per_tile", "per_tile", 12, 12},  // 64 x 64: one-warp CTAs, 12 x 32 x 168 regs
+      {"qwen3.5", 128, 2, S::PerTile, "per_tile", "per_tile", 3, 3},
+      {"qwen3.5", 128, 2, S::Persistent, "dense", "dense", 3, 3},
+      {"qwen3.5", 128, 4, S::Persistent, "dense", "dense", 3, 3},
+      {"qwen3.5", 128, 7, S::Persistent, "dense", nullptr, 3, 0},
+      {"qwen3.5", 128, 8, S::Persistent, "persistent", nullptr, 2, 0},
+      {"kimi-linear", 128, 2, S::Persistent, "persistent", "dense", 2, 3},
+      {"kimi-linear", 128, 4, S::Persistent, "persistent", "dense", 2, 3},
+      {"qwen3.5", 64, 2, S::Persistent, "persistent", "persistent", 0, 0},
   };
   for (const auto& c : cases) {
     ModelConfig cfg = preset(c.preset);
@@ -444,12 +452,23 @@ TEST(GpuStep, LaunchInstancePinnedByShape) {
     cuda::commit_replay(b);
     cuda::synchronize();
     const auto m = cuda::last_launch();
-    const std::string where = std::string(c.preset) + " K=" + std::to_string(c.K) + " T=" + std::to_string(c.T) +
-                              (c.sched == cuda::Schedule::PerTile ? " per-tile" : " auto");
-    std::printf("%s: verify %s (grid %u, %d threads, %zu B smem), commit %s (grid %u, %zu B smem)\n", where.c_str(),
-                v.instance.c_str(), v.grid, v.threads, v.smem, m.instance.c_str(), m.grid, m.smem);
+    const std::string where = std::string(c.preset) + " K=" + std::to_string(c.K) + " T=" + std::to_string(c.T) + " " +
+                              cuda::to_string(c.sched);
+    std::printf(
+        "%s: verify %s (grid %u, %d threads, %zu B smem, %d registers, %zu B local, %d CTAs/SM), "
+        "commit %s (grid %u, %zu B smem, %d registers, %zu B local, %d CTAs/SM)\n",
+        where.c_str(), v.instance.c_str(), v.grid, v.threads, v.smem, v.registers, v.local_bytes, v.ctas_per_sm,
+        m.instance.c_str(), m.grid, m.smem, m.registers, m.local_bytes, m.ctas_per_sm);
     EXPECT_EQ(v.instance, c.verify) << where;
-    if (c.commit) EXPECT_EQ(m.instance, c.commit) << where;
+    if (c.commit) {
+      EXPECT_EQ(m.instance, c.commit) << where;
+    }
+    if (c.verify_ctas) {
+      EXPECT_EQ(v.ctas_per_sm, c.verify_ctas) << where;
+    }
+    if (c.commit_ctas) {
+      EXPECT_EQ(m.ctas_per_sm, c.commit_ctas) << where;
+    }
     EXPECT_GT(v.grid, 0u) << where;
   }
 }

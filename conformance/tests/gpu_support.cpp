@@ -141,8 +141,11 @@ StepCase make_case(std::uint64_t seed, Op op, const CaseShape& shape) {
   for (std::size_t i = 0; i < pp.size(); ++i) pp[i] = static_cast<std::int32_t>(i);
   shuffle(pp, r);
   c.pages.assign(pp.begin(), pp.begin() + nrows * c.pay.pages_per_row);
-  c.sched_full = r.uniform_int(0, 1) ? cuda::Schedule::Auto : cuda::Schedule::PerTile;
-  c.sched_replay = r.uniform_int(0, 1) ? cuda::Schedule::Auto : cuda::Schedule::PerTile;
+  // Schedules mixed per batch: Auto (per-tile) or the other one there is, persistent for [V,K] (PerTile for [K,V],
+  // which has no persistent kernels).
+  const cuda::Schedule other = c.cfg.layout == StateLayout::VK ? cuda::Schedule::Persistent : cuda::Schedule::PerTile;
+  c.sched_full = r.uniform_int(0, 1) ? other : cuda::Schedule::Auto;
+  c.sched_replay = r.uniform_int(0, 1) ? other : cuda::Schedule::Auto;
   return c;
 }
 

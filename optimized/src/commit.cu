@@ -16,7 +16,8 @@ namespace replayssm::cuda::detail {
 namespace {
 
 template <int LK, bool KDA>
-__global__ void __launch_bounds__(128) commit_replay_kernel(const LaunchArgs args) {
+__global__ void __launch_bounds__(kBlockMax, tile_ctas(false) * kCtaScale)
+    commit_replay_kernel(const LaunchArgs args) {
   const DevCfg& c = args.c;
   const Coords at = coords(c, args.num_rows);
   const DevRow row = args.rows[at.r];
@@ -62,7 +63,7 @@ __global__ void __launch_bounds__(128) commit_replay_kernel(const LaunchArgs arg
 // Persistent schedule of the replay commit (PipeLoop, schedule.cuh); the per-element arithmetic
 // is the one of commit_replay_kernel.
 template <int LK, bool KDA, int CTAS>
-__global__ void __launch_bounds__(128, CTAS) commit_pipe_kernel(const LaunchArgs args) {
+__global__ void __launch_bounds__(kBlockMax, CTAS * kCtaScale) commit_pipe_kernel(const LaunchArgs args) {
   const PipeLoop<LK, true> p(args);
   p.run(
       args, [](DevRow row) { return row.slot >= 0 && row.write_slot >= 0 && row.accepted > 0; },

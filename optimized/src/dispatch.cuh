@@ -43,7 +43,7 @@ int persistent_grid(const void* kernel, int threads, std::size_t smem, long long
                     unsigned* grid);
 
 // Records the instance a launch used for cuda::last_launch() (this host thread's last launch).
-void record_launch(const char* instance, unsigned grid, int threads, std::size_t smem);
+void record_launch(const char* instance, const void* kernel, unsigned grid, int threads, std::size_t smem);
 
 // One CTA per work item; dynamic shared memory = the stage of kTC tokens.
 template <class KernelT>
@@ -55,7 +55,7 @@ int launch_per_tile(KernelT kernel, const LaunchArgs& args, long long items, voi
   const std::size_t smem = sizeof(float) * stage_floats<std::size_t>(kTC, args.c.K, args.c.a_width(), VT);
   if (smem > 48 * 1024) return static_cast<int>(cudaErrorInvalidValue);
   kernel<<<grid, block, smem, static_cast<cudaStream_t>(stream)>>>(args);
-  record_launch("per_tile", grid, static_cast<int>(block.x), smem);
+  record_launch("per_tile", reinterpret_cast<const void*>(kernel), grid, static_cast<int>(block.x), smem);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -75,7 +75,7 @@ int launch_persistent(KernelT kernel, const LaunchArgs& args, long long items, i
   const int rc = persistent_grid(reinterpret_cast<const void*>(kernel), threads, smem, items, min_per_sm, &grid);
   if (rc != 0) return rc;
   kernel<<<grid, threads, smem, static_cast<cudaStream_t>(stream)>>>(args);
-  record_launch(instance, grid, threads, smem);
+  record_launch(instance, reinterpret_cast<const void*>(kernel), grid, threads, smem);
   return static_cast<int>(cudaGetLastError());
 }
 

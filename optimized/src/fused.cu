@@ -50,7 +50,8 @@ __device__ __forceinline__ LaunchArgs prev_page_args(const LaunchArgs& args) {
 }
 
 template <int LK, bool KDA>
-__global__ void __launch_bounds__(128) fused_kernel(const LaunchArgs args) {
+__global__ void __launch_bounds__(kBlockMax, tile_ctas(false) * kCtaScale)
+    fused_kernel(const LaunchArgs args) {
   const DevCfg& c = args.c;
   const TileItem<LK> it(args);
   if (it.row.slot < 0) return it.pad_outputs(args);  // PAD: zero outputs (the host refuses a pending commit)
@@ -96,7 +97,7 @@ __global__ void __launch_bounds__(128) fused_kernel(const LaunchArgs args) {
 // Persistent schedule (PipeLoop::run_from, schedule.cuh); the per-element arithmetic is the one of
 // fused_kernel. The stage holds args.max_T = previous max_T + this max_T tokens.
 template <int LK, bool KDA, int CTAS>
-__global__ void __launch_bounds__(128, CTAS) fused_pipe_kernel(const LaunchArgs args) {
+__global__ void __launch_bounds__(kBlockMax, CTAS * kCtaScale) fused_pipe_kernel(const LaunchArgs args) {
   const DevCfg& c = args.c;
   const PipeLoop<LK, false> p(args);
   const bool bf = c.act_bf16;

@@ -120,7 +120,7 @@ LaunchShape launch_shape(const ModelConfig& cfg) {
   s.lanes_per_row = cfg.K / 16;
   s.rows_per_warp = detail::v_tile_rows(1, s.lanes_per_row);  // kNR rows per lane x 32 / LK
   const int need = (cfg.V + s.rows_per_warp - 1) / s.rows_per_warp;
-  s.warps = need < 4 ? need : 4;
+  s.warps = need < detail::kMaxWarps ? need : detail::kMaxWarps;
   const int tile_rows = detail::v_tile_rows(s.warps, s.lanes_per_row);
   s.tiles = (cfg.V + tile_rows - 1) / tile_rows;
   return s;
@@ -286,7 +286,7 @@ void DeviceBatch::set_schedule(Schedule sched) {
 }
 
 bool DeviceBatch::persistent() const {
-  return sched_ == Schedule::Persistent || (sched_ == Schedule::Auto && cfg_.layout == StateLayout::VK);
+  return sched_ == Schedule::Persistent;  // Auto: per-tile (measured faster, docs/cuda.md)
 }
 
 // -------------------------------------------------------------------------------------------------------

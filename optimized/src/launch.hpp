@@ -16,6 +16,26 @@ namespace replayssm::cuda::detail {
 #define REPLAYSSM_NR 8
 #endif
 constexpr int kNR = REPLAYSSM_NR;
+// Warps per CTA at most (launch_shape, host.cpp): 4 by default. REPLAYSSM_MAX_WARPS = 1 or 2 is the
+// independent-warps experiment (docs/cuda.md): smaller CTAs, each staging its own tokens, more of them per SM.
+// The launch bounds keep each kernel's register budget per thread: kBlockMax threads, kCtaScale x the CTAs.
+#ifndef REPLAYSSM_MAX_WARPS
+#define REPLAYSSM_MAX_WARPS 4
+#endif
+constexpr int kMaxWarps = REPLAYSSM_MAX_WARPS;
+static_assert(kMaxWarps == 1 || kMaxWarps == 2 || kMaxWarps == 4, "REPLAYSSM_MAX_WARPS must be 1, 2 or 4");
+constexpr int kBlockMax = 32 * kMaxWarps, kCtaScale = 4 / kMaxWarps;
+// Resident CTAs per SM the per-tile kernels (the default schedule) are compiled for: 3 (at most 168
+// registers; a few spills, measured faster: docs/cuda.md "Per-tile at three CTAs per SM"), except the KDA
+// verify, compiled for 2 (232 registers, no spill; at 3 it spilled and measured slower). The ring decode
+// keeps the compiler's choice (not benchmarked). REPLAYSSM_TILE_CTAS = N > 0 compiles every per-tile kernel
+// but the ring decode for N (an experiment switch).
+#ifndef REPLAYSSM_TILE_CTAS
+#define REPLAYSSM_TILE_CTAS 0
+#endif
+constexpr int tile_ctas(bool kda_verify) {
+  return REPLAYSSM_TILE_CTAS > 0 ? REPLAYSSM_TILE_CTAS : (kda_verify ? 2 : 3);
+}
 // Resident CTAs per SM of the persistent kernels: the standard ones are compiled for 2 (their register
 // budget), the dense ones (launch bounds for 3 CTAs: at most 168 registers, a few spills) are launched
 // instead when 3 CTAs fit (dispatch.cuh). Which families have a dense kernel (the measured gains,

@@ -11,7 +11,7 @@ namespace replayssm::cuda::detail {
 namespace {
 
 template <int LK, bool KDA>
-__global__ void __launch_bounds__(128) ring_decode_kernel(const LaunchArgs args) {
+__global__ void __launch_bounds__(kBlockMax) ring_decode_kernel(const LaunchArgs args) {
   const TileItem<LK> it(args);
   if (it.row.slot < 0) return it.pad_outputs(args);  // padding: zero outputs, no record
   const DevCfg& c = args.c;

@@ -16,7 +16,8 @@ namespace replayssm::cuda::detail {
 namespace {
 
 template <int LK, bool KDA>
-__global__ void __launch_bounds__(128) verify_kernel(const LaunchArgs args) {
+__global__ void __launch_bounds__(kBlockMax, tile_ctas(KDA) * kCtaScale)
+    verify_kernel(const LaunchArgs args) {
   const DevCfg& c = args.c;
   const TileItem<LK> it(args);
   if (it.row.slot < 0) return it.pad_outputs(args);  // padding: zero outputs of the window, nothing else
@@ -56,7 +57,7 @@ __global__ void __launch_bounds__(128) verify_kernel(const LaunchArgs args) {
 // one of verify_kernel.
 // CTAS: resident CTAs per SM the registers are budgeted for (kPipeCtas, or kDenseCtas for the dense kernel).
 template <int LK, bool KDA, int CTAS>
-__global__ void __launch_bounds__(128, CTAS) verify_pipe_kernel(const LaunchArgs args) {
+__global__ void __launch_bounds__(kBlockMax, CTAS * kCtaScale) verify_pipe_kernel(const LaunchArgs args) {
   const DevCfg& c = args.c;
   const PipeLoop<LK, false> p(args);
   const bool bf = c.act_bf16;

@@ -102,16 +102,22 @@ void check_supported(const ModelConfig& cfg);
 void synchronize(Stream s = nullptr);
 
 // The launch instance the last tiled launch of this host thread used (verify_full_state, verify_replay,
-// commit_replay, verify_fused, ring_decode; not commit_copy): "dense" (the persistent schedule compiled for 3
-// CTAs per SM, chosen when 3 fit: docs/cuda.md "Toward the bandwidth floor"), "persistent" (2 CTAs per SM), "per_tile"
-// (one CTA per work item), with its grid (CTAs), threads per CTA and dynamic shared memory in bytes; an
-// empty instance before any launch. For tests and profiling: which instance runs is a performance decision,
-// never an arithmetic one (the instances compute bitwise the same results).
+// commit_replay, verify_fused, ring_decode; not commit_copy): "per_tile" (one CTA per work item, the default
+// schedule), "dense" (the persistent schedule compiled for 3 CTAs per SM, chosen when 3 fit: docs/cuda.md
+// "Toward the bandwidth floor"), "persistent" (2 CTAs per SM), with its grid (CTAs), threads per CTA and
+// dynamic shared memory in bytes, and the kernel's registers per thread, local memory (spill) bytes per
+// thread and resident CTAs per SM at that shared memory, as the device reports them (queried by this call;
+// throws Error("cuda.<call>") if the query fails); an empty instance before any launch. For tests and
+// profiling: which instance runs is a performance decision, never an arithmetic one (the instances compute
+// bitwise the same results).
 struct LaunchInfo {
   std::string instance;
   unsigned grid = 0;
   int threads = 0;
   std::size_t smem = 0;
+  int registers = 0;
+  std::size_t local_bytes = 0;
+  int ctas_per_sm = 0;
 };
 LaunchInfo last_launch();
 
@@ -189,8 +195,10 @@ void validate_layers(const std::vector<LayerPointers>& layers, const PoolGeometr
 // How verify_full_state, verify_replay and commit_replay are scheduled. The per-element arithmetic is the
 // same in both schedules, so results are bit-identical whichever is used (the tests mix them).
 enum class Schedule : std::uint8_t {
-  Auto,        // Persistent for the [V,K] layout, PerTile for [K,V]
-  PerTile,     // one CTA per (row, value head, V tile) (per layer for the commit): load, compute, store
+  Auto,        // PerTile, for both layouts (measured faster than Persistent on the H200 for every 128 x 128
+               // preset, batch and T: docs/cuda.md "Per-tile at three CTAs per SM")
+  PerTile,     // one CTA per (row, value head, V tile) (per layer for the commit): load, compute, store;
+               // compiled for 3 resident CTAs per SM (the KDA verify for 2)
   Persistent,  // about two resident CTAs per SM loop over the tiles; while one tile is computed from
                // registers, the next tile's state is prefetched into shared memory with cp.async ([V,K] only).
                // A row's whole token window is staged at once; when that stage (max_T tokens) would leave
@@ -226,7 +234,7 @@ class DeviceBatch {
   // throws Error("schedule").
   void set_schedule(Schedule sched);
   Schedule schedule() const { return sched_; }
-  // The schedule actually used (Auto resolved).
+  // Whether the persistent schedule is used (Auto resolved: it is not).
   bool persistent() const;
 
   const ModelConfig& cfg() const { return cfg_; }
