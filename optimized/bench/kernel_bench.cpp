@@ -115,6 +115,21 @@ double copy_bandwidth(cudaStream_t s, int repeats) {
   return 2.0 * bytes / (median(v) * 1e-6) / 1e9;  // GB/s, read + write
 }
 
+// fp32 FMA lane instructions per second (FFMA and FMUL issue at the same rate): 8 CTAs of 256 threads per SM,
+// each thread 8 independent FFMA chains (fma_chains), median of `repeats` timed launches after 3 warm-ups.
+double fma_rate(cudaStream_t s, int sms, int repeats) {
+  const unsigned grid = static_cast<unsigned>(sms) * 8;
+  const int iters = 4096;
+  DeviceBuffer out(std::size_t{grid} * 256 * sizeof(float));
+  Timer t;
+  std::vector<double> v;
+  for (int i = 0; i < repeats + 3; ++i) {
+    const double us = t.time_us(s, [&] { fma_chains(out.as<float>(), grid, iters, s); });
+    if (i >= 3) v.push_back(us);
+  }
+  return static_cast<double>(grid) * 256 * 128 * iters / (median(v) * 1e-6);
+}
+
 struct Row {
   int batch, T, n, R, scratch_sets;
   double copy_gbs;
@@ -374,6 +389,9 @@ int run_bench(const BenchOptions& o, std::FILE* out, std::FILE* log) {
                to_string(sched).c_str());
   std::fprintf(out, "# device-to-device copy (2 GiB, read + write counted): %.0f GB/s; medians of %d repeats\n",
                copy_gbs, repeats);
+  std::fprintf(out,
+               "# fp32 FMA rate (8 independent FFMA chains per thread, %d CTAs of 256): %.2f T lane instructions/s\n",
+               prop.multiProcessorCount * 8, fma_rate(s, prop.multiProcessorCount, 20) / 1e12);
   std::vector<Row> rows;
   for (int b : o.batches)
     for (int T : o.Ts) {

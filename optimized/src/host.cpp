@@ -168,6 +168,13 @@ void fill_random(void* dst, std::int64_t n, DType dtype, std::uint64_t seed, flo
   check_launch(detail::launch_fill_random(dst, n, dtype == DType::BF16, seed, scale, s), "fill_random");
 }
 
+void fma_chains(float* out, unsigned grid, int iters, Stream s) {
+  require(out != nullptr, "out", "is null");
+  require(grid >= 1, "grid", "must be >= 1");
+  require(iters >= 1, "iters", "must be >= 1, got ", iters);
+  check_launch(detail::launch_fma_chains(out, grid, iters, s), "fma_chains");
+}
+
 // -------------------------------------------------------------------------------------------------------
 void validate_rows(const ModelConfig& cfg, const PoolGeometry& pool, std::int32_t max_T, std::int64_t total_tokens,
                    const std::vector<BatchRow>& rows, bool check_accepted) {

@@ -158,5 +158,7 @@ int launch_ring_decode(const LaunchArgs& args, void* stream);    // ring_decode.
 int launch_verify_fused(const LaunchArgs& args, void* stream);   // fused.cu
 // fill_random.cu
 int launch_fill_random(void* dst, std::int64_t n, int bf16, std::uint64_t seed, float scale, void* stream);
+// fma_chains.cu: grid x 256 threads, each 8 independent FFMA chains of 16 x iters steps
+int launch_fma_chains(float* out, unsigned grid, int iters, void* stream);
 
 }  // namespace replayssm::cuda::detail

@@ -119,3 +119,13 @@ TEST(CudaHost, ValidateFusedNamesTheField) {
                                                   {5, 5, 1, 6, 0}}, prev); }),
             "rows[0].slot");  // left the batch with its commit pending: resolve it first
 }
+
+// The benchmark helpers refuse bad arguments before any launch (so this runs without a GPU).
+TEST(CudaHost, BenchHelpersNameTheField) {
+  float dummy = 0.f;
+  EXPECT_EQ(field_of([&] { cuda::fma_chains(nullptr, 1, 1); }), "out");
+  EXPECT_EQ(field_of([&] { cuda::fma_chains(&dummy, 0, 1); }), "grid");
+  EXPECT_EQ(field_of([&] { cuda::fma_chains(&dummy, 1, 0); }), "iters");
+  EXPECT_EQ(field_of([&] { cuda::fill_random(nullptr, 4, DType::F32, 1, 1.f); }), "dst");
+  EXPECT_EQ(field_of([&] { cuda::fill_random(&dummy, 1, DType::F16, 1, 1.f); }), "dtype");
+}

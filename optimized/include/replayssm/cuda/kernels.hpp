@@ -148,6 +148,11 @@ class DeviceBuffer {
 // of (seed, index): deterministic, fast, for benchmarks (tests draw inputs with ref::random_*).
 void fill_random(void* dst, std::int64_t n, DType dtype, std::uint64_t seed, float scale, Stream s = nullptr);
 
+// The benchmarks' fp32 rate probe: grid CTAs of 256 threads, each thread running 8 independent FFMA chains of
+// 16 x iters steps (grid x 256 x 128 x iters FFMA lane instructions), storing one float per thread to
+// out[grid x 256]. Throws Error("out") for a null out, Error("grid") / Error("iters") unless >= 1.
+void fma_chains(float* out, unsigned grid, int iters, Stream s = nullptr);
+
 // ------------------------------------------------------------------------------------------------------
 // Per-layer device pointers. Which fields an entry point needs is said at the entry point.
 struct LayerPointers {
