@@ -31,7 +31,7 @@ __global__ void __launch_bounds__(kBlockMax, tile_ctas(false) * kCtaScale)
   const float A_log = __ldg(layer.A_log + it.hv);
   const float* dtb = layer.dt_bias + static_cast<long long>(it.hv) * c.a_width();
   auto stage_chunk = [&](int t0, int nt) {
-    stage_commit_chunk<LK, KDA, false>(args, st, layer.payload, at.r, t0, nt, it.h, it.hv, it.lg.tile_base, A_log,
+    stage_commit_chunk<LK, KDA, kTilePair>(args, st, layer.payload, at.r, t0, nt, it.h, it.hv, it.lg.tile_base, A_log,
                                        dtb);
     __syncthreads();
   };

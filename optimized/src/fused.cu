@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(kBlockMax, tile_ctas(false) * kCtaScale)
     for (int t0 = 0; t0 < n; t0 += kTC) {
       const int nt = min(kTC, n - t0);
       if (t0 > 0) __syncthreads();
-      stage_commit_chunk<LK, KDA, false>(pa, st, args.prev_payload, it.at.r, t0, nt, it.h, it.hv, it.lg.tile_base,
+      stage_commit_chunk<LK, KDA, kTilePair>(pa, st, args.prev_payload, it.at.r, t0, nt, it.h, it.hv, it.lg.tile_base,
                                          A_log, dtb);
       __syncthreads();
       for (int tt = 0; tt < nt; ++tt) {
@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(kBlockMax, tile_ctas(false) * kCtaScale)
   for (int t0 = 0; t0 < it.row.T; t0 += kTC) {
     const int nt = min(kTC, it.row.T - t0);
     if (t0 > 0) __syncthreads();
-    stage_verify_chunk<LK, KDA, false>(args, st, it.at.r, it.row.token_offset + t0, t0, nt, it.h, it.hv, it.at.tile,
+    stage_verify_chunk<LK, KDA, kTilePair>(args, st, it.at.r, it.row.token_offset + t0, t0, nt, it.h, it.hv, it.at.tile,
                                        it.lg.tile_base, A_log, dtb);
     __syncthreads();
     for (int tt = 0; tt < nt; ++tt) {

@@ -33,6 +33,12 @@ constexpr int kBlockMax = 32 * kMaxWarps, kCtaScale = 4 / kMaxWarps;
 #ifndef REPLAYSSM_TILE_CTAS
 #define REPLAYSSM_TILE_CTAS 0
 #endif
+// REPLAYSSM_TILE_PAIR = 1: the per-tile kernels stage two tokens per warp at once, as the persistent ones do,
+// with the state tile live in registers (an experiment switch).
+#ifndef REPLAYSSM_TILE_PAIR
+#define REPLAYSSM_TILE_PAIR 0
+#endif
+constexpr bool kTilePair = REPLAYSSM_TILE_PAIR != 0;
 constexpr int tile_ctas(bool kda_verify) {
   return REPLAYSSM_TILE_CTAS > 0 ? REPLAYSSM_TILE_CTAS : (kda_verify ? 2 : 3);
 }

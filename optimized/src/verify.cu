@@ -29,7 +29,7 @@ __global__ void __launch_bounds__(kBlockMax, tile_ctas(KDA) * kCtaScale)
   for (int t0 = 0; t0 < it.row.T; t0 += kTC) {
     const int nt = min(kTC, it.row.T - t0);
     if (t0 > 0) __syncthreads();  // the previous chunk's readers are done with the stage
-    stage_verify_chunk<LK, KDA, false>(args, st, it.at.r, it.row.token_offset + t0, t0, nt, it.h, it.hv,
+    stage_verify_chunk<LK, KDA, kTilePair>(args, st, it.at.r, it.row.token_offset + t0, t0, nt, it.h, it.hv,
                                        it.at.tile, it.lg.tile_base, A_log, dtb);
     __syncthreads();
     auto rows_run = [&](auto i0c, auto i1c) {
