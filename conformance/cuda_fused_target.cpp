@@ -19,11 +19,11 @@
 #include <set>
 
 #include "cuda_bytes.hpp"
+#include "cuda_target_base.hpp"
 #include "cuda_target.hpp"
 #include "replayssm/cuda/kernels.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/reference/target.hpp"
-#include "replayssm/tier.hpp"
 
 namespace replayssm::conformance {
 
@@ -35,26 +35,11 @@ using ref::TargetRow;
 
 bool pending_row(const BatchRow& b) { return b.slot != kPadSlot && b.write_slot != kPadSlot && b.accepted > 0; }
 
-class CudaFusedTarget : public ref::Target {
+class CudaFusedTarget : public CudaTargetBase {
  public:
-  explicit CudaFusedTarget(bool slip) : slip_(slip) {
-    require(cuda::device_count() > 0, "device", "no CUDA device: the cuda targets need a GPU");
-  }
+  explicit CudaFusedTarget(bool slip) : slip_(slip) {}
   std::string name() const override { return "cuda_fused"; }
   std::string design() const override { return "replay"; }
-  bool bit_exact() const override { return false; }
-  std::string unsupported(const ModelConfig& cfg, std::int32_t) const override {
-    try {
-      cuda::check_supported(cfg);
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return {};
-  }
-  // As the "cuda" target: the fused arithmetic is bit-identical to verify_replay + commit_replay.
-  Tolerance tolerance(double scale, bool state) const override {
-    return tier_tolerance(Tier::Fp32, s_.cfg, scale, state);
-  }
 
   void setup(const ref::EngineSetup& s) override {
     s_ = s;
@@ -280,7 +265,6 @@ class CudaFusedTarget : public ref::Target {
   }
 
   bool slip_;
-  ref::EngineSetup s_;
   PoolGeometry geo_;
   PayloadGeometry pay_;
   std::int64_t stride_ = 0;

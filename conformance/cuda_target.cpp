@@ -7,10 +7,10 @@
 #include <memory>
 
 #include "cuda_bytes.hpp"
+#include "cuda_target_base.hpp"
 #include "replayssm/cuda/kernels.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/tensor.hpp"
-#include "replayssm/tier.hpp"
 #include "replayssm/reference/target.hpp"
 
 namespace replayssm::conformance {
@@ -21,32 +21,11 @@ using ref::RowKind;
 using ref::SequenceInputs;
 using ref::TargetRow;
 
-class CudaTarget : public ref::Target {
+class CudaTarget : public CudaTargetBase {
  public:
-  explicit CudaTarget(bool replay) : replay_(replay) {
-    require(cuda::device_count() > 0, "device", "no CUDA device: the cuda targets need a GPU");
-  }
+  explicit CudaTarget(bool replay) : replay_(replay) {}
   std::string name() const override { return replay_ ? "cuda" : "cuda_full_state"; }
   std::string design() const override { return replay_ ? "replay" : "full_state"; }
-  bool bit_exact() const override { return false; }
-  // The kernels' own limits (cuda::check_supported: K in {64, 128, 256}, V <= 1024, F32/BF16), asked before a
-  // campaign: a preset outside them is reported as not covered rather than failing at setup.
-  std::string unsupported(const ModelConfig& cfg, std::int32_t max_T) const override {
-    (void)max_T;
-    try {
-      cuda::check_supported(cfg);
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return {};
-  }
-  // GPU vs CPU float reference: different reduction trees and fused multiply-adds, fp32 arithmetic: the
-  // fp32 precision tier (tier.hpp; docs/cuda.md measured ~1e-7 relative against its 2e-5 bound), which
-  // also covers bf16 storage rounding one ulp apart (an F32 state depends on the state dtype only; an
-  // output also reads the stored state) and bf16-rounded beta (a discontinuous function of a libm result).
-  Tolerance tolerance(double scale, bool state) const override {
-    return tier_tolerance(Tier::Fp32, s_.cfg, scale, state);
-  }
 
   void setup(const ref::EngineSetup& s) override {
     s_ = s;
@@ -185,7 +164,6 @@ class CudaTarget : public ref::Target {
   }
 
   bool replay_;
-  ref::EngineSetup s_;
   std::int64_t stride_ = 0;
   PoolGeometry pool_geo_;
   PayloadGeometry payload_;
