@@ -27,9 +27,9 @@ static_assert(kMaxWarps == 1 || kMaxWarps == 2 || kMaxWarps == 4, "REPLAYSSM_MAX
 constexpr int kBlockMax = 32 * kMaxWarps, kCtaScale = 4 / kMaxWarps;
 // Resident CTAs per SM the per-tile kernels (the default schedule) are compiled for: 3 (at most 168
 // registers; a few spills, measured faster: docs/cuda.md "Per-tile at three CTAs per SM"), except the KDA
-// verify, compiled for 2 (232 registers, no spill; at 3 it spilled and measured slower). The ring decode
-// keeps the compiler's choice (not benchmarked). REPLAYSSM_TILE_CTAS = N > 0 compiles every per-tile kernel
-// but the ring decode for N (an experiment switch).
+// verify, compiled for 2 (242 registers, no spill; at 3 it needed a 48-byte stack frame and measured 1-8 %
+// slower). The ring decode keeps the compiler's choice (not benchmarked). REPLAYSSM_TILE_CTAS = N > 0 compiles
+// every per-tile kernel but the ring decode for N (an experiment switch).
 #ifndef REPLAYSSM_TILE_CTAS
 #define REPLAYSSM_TILE_CTAS 0
 #endif
