@@ -76,7 +76,8 @@ class EngineExec : public el::RequestEngine {
   explicit EngineExec(std::string command) : command_(std::move(command)), proc_(connect(command_)) {
     if (!proc_->greeted) {
       proc_->hello = call(json{{"op", "hello"}, {"protocol", kEngineProtocolName},
-                              {"version", {kEngineProtocolMajor, kEngineProtocolMinor}}}, {}, "hello").msg;
+                              {"version", {kEngineProtocolMajor, kEngineProtocolMinor}}}, {}, "hello",
+                         startup_timeout()).msg;
       proc_->greeted = true;
     }
     const json& msg = proc_->hello;
@@ -267,10 +268,12 @@ class EngineExec : public el::RequestEngine {
     return t;
   }
 
-  Frame call(json msg, std::map<std::string, Tensor> tensors, const std::string& op) const {
+  // The deadline is the per-command timeout, or `budget_s` seconds when given (hello: the start-up budget).
+  Frame call(json msg, std::map<std::string, Tensor> tensors, const std::string& op, double budget_s = 0) const {
     ChildProcess& child_ = proc_->child;
     require(proc_->alive, "engine." + op, "the engine process failed earlier (", child_.status(), ")");
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long long>(timeout() * 1000));
+    const double limit_s = budget_s > 0 ? budget_s : timeout();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long long>(limit_s * 1000));
     Frame answer;
     try {
       const auto bytes = encode_frame(Frame{std::move(msg), std::move(tensors)});
@@ -287,8 +290,10 @@ class EngineExec : public el::RequestEngine {
       proc_->alive = false;
       child_.kill();
       const std::string tail = child_.stderr_tail();
-      fail(e.field() == "target.io" ? "engine." + op : e.field(), e.what(), " [command '", op, "', engine ",
-           child_.status(), "]", tail.empty() ? "" : "\n--- engine stderr (tail) ---\n" + tail.substr(tail.size() > 4000 ? tail.size() - 4000 : 0));
+      const std::string what = e.what();
+      const std::string limit = what.find("timed out") == std::string::npos ? "" : deadline_note(budget_s > 0, limit_s);
+      fail(e.field() == "target.io" ? "engine." + op : e.field(), what, " [command '", op, "', engine ",
+           child_.status(), limit, "]", tail.empty() ? "" : "\n--- engine stderr (tail) ---\n" + tail.substr(tail.size() > 4000 ? tail.size() - 4000 : 0));
     }
     try {
       check_answer_ok(answer.msg, op);

@@ -22,6 +22,7 @@ using nlohmann::json;
 namespace {
 
 double g_timeout_s = 60.0;
+double g_startup_timeout_s = 300.0;
 
 std::mutex g_stats_mu;
 std::map<std::string, TransportStats>& stats_by_command() {
@@ -188,6 +189,19 @@ void set_timeout(double seconds) {
 }
 double timeout() { return g_timeout_s; }
 
+void set_startup_timeout(double seconds) {
+  require(seconds > 0, "target-startup-timeout", "must be > 0, got ", seconds);
+  g_startup_timeout_s = seconds;
+}
+double startup_timeout() { return g_startup_timeout_s; }
+
+std::string deadline_note(bool startup, double seconds) {
+  std::ostringstream os;
+  os << (startup ? ", start-up budget " : ", per-command timeout ") << seconds
+     << (startup ? " s (--target-startup-timeout)" : " s (--target-timeout)");
+  return os.str();
+}
+
 // --- connection ------------------------------------------------------------------------------------------
 namespace {
 
@@ -197,7 +211,7 @@ class Connection {
   explicit Connection(const std::string& command) : child_(command) {
     Frame hello;
     hello.msg = json{{"op", "hello"}, {"protocol", kProtocolName}, {"version", {kProtocolMajor, kProtocolMinor}}};
-    const Frame a = call(hello, "hello");
+    const Frame a = call(hello, "hello", g_startup_timeout_s);
     caps_ = parse_hello_answer(a.msg);
   }
   ~Connection() {
@@ -221,10 +235,12 @@ class Connection {
 
   // Sends a command, returns the answer; an error answer is Error("target.<op>[.field]"), a transport or
   // framing failure kills the process and is Error naming what happened, with the stderr tail.
-  Frame call(const Frame& request, const std::string& op) {
+  // The deadline is the per-command timeout, or `budget_s` seconds when given (hello: the start-up budget).
+  Frame call(const Frame& request, const std::string& op, double budget_s = 0) {
     require(alive_, "target." + op, "the target process failed earlier (", child_.status(), ")");
     const auto t0 = std::chrono::steady_clock::now();
-    const auto deadline = t0 + std::chrono::milliseconds(static_cast<long long>(g_timeout_s * 1000));
+    const double limit_s = budget_s > 0 ? budget_s : g_timeout_s;
+    const auto deadline = t0 + std::chrono::milliseconds(static_cast<long long>(limit_s * 1000));
     Frame answer;
     TransportStats s;
     try {
@@ -234,8 +250,10 @@ class Connection {
       alive_ = false;
       child_.kill();
       const std::string tail = child_.stderr_tail();
-      fail(e.field() == "target.io" ? "target." + op : e.field(), e.what(), " [command '", op, "', target ",
-           child_.status(), "]", tail.empty() ? "" : "\n--- target stderr (last lines) ---\n" + last_lines(tail, 40));
+      const std::string what = e.what();
+      const std::string limit = what.find("timed out") == std::string::npos ? "" : deadline_note(budget_s > 0, limit_s);
+      fail(e.field() == "target.io" ? "target." + op : e.field(), what, " [command '", op, "', target ",
+           child_.status(), limit, "]", tail.empty() ? "" : "\n--- target stderr (last lines) ---\n" + last_lines(tail, 40));
     }
     s.commands = 1;
     s.round_trip_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - s.codec_s;

@@ -114,6 +114,14 @@ std::map<std::string, Tensor> run_fixture(const std::string& command, const Fixt
 // Per-command timeout of every exec target (seconds; default 60).
 void set_timeout(double seconds);
 double timeout();
+// Start-up budget of every exec target and engine (seconds; default 300): how long a new process may take to
+// answer `hello` (interpreter start, imports, a JIT warm-up). Apart from the per-command timeout, so that a
+// short timeout meant for hangs does not fail a target that is merely slow to start on a loaded machine.
+void set_startup_timeout(double seconds);
+double startup_timeout();
+// What a timed-out command's verdict adds to its message: ", start-up budget 300 s (--target-startup-timeout)"
+// or ", per-command timeout 1.5 s (--target-timeout)".
+std::string deadline_note(bool startup, double seconds);
 
 // Capabilities of the implementation behind COMMAND (starts it if needed).
 Capabilities capabilities(const std::string& command);

@@ -156,7 +156,8 @@ TEST(EngineExecSnapshots, ACrashOnSnapshotHitAndAHangOnMigrateAreVerdictsNotHang
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   exec::set_timeout(was);
   EXPECT_EQ(hang.field, "engine.migrate") << hang.message;
-  EXPECT_LT(took, 10.0) << hang.message;
+  EXPECT_LT(took, 600.0) << hang.message;  // it sleeps 3600 s: killed at the timeout, at any machine load
+  EXPECT_NE(hang.message.find("per-command timeout 1.5 s"), std::string::npos) << hang.message;
   // The process was killed: the next command says so instead of waiting.
   EXPECT_EQ(failure_of([&] { h->requests(); }).field, "engine.requests");
 }

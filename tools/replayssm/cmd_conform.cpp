@@ -140,7 +140,7 @@ void register_conform(CLI::App& app) {
     auto through = nlohmann::json::array();
     for (const auto& t : targets_for(a->target, a->fault)) {
       if (t.rfind("exec:", 0) != 0 || dirs.empty()) continue;
-      exec::set_timeout(a->target_timeout);
+      set_exec_timeouts(*a);
       std::cout << "== committed fixtures through " << t << " (static fixtures through its fixture command, traces "
                                                             "through its lifecycle commands, at the tier it claims)\n";
       const auto t0 = std::chrono::steady_clock::now();

@@ -205,6 +205,7 @@ void register_check(CLI::App& app) {
   auto tier = std::make_shared<std::string>();
   auto target = std::make_shared<std::string>();
   auto timeout = std::make_shared<double>(exec::timeout());
+  auto startup = std::make_shared<double>(exec::startup_timeout());
   auto junit_out = std::make_shared<std::string>();
   chk->add_option("paths", *paths, "Fixture files or directories (searched recursively)")->required();
   chk->add_option("--tier", *tier,
@@ -221,7 +222,10 @@ void register_check(CLI::App& app) {
                   "(docs/target-protocol.md)");
   chk->add_option("--target-timeout", *timeout, "Seconds an exec: target may take for one command")
       ->capture_default_str();
-  chk->callback([paths, json_out, quiet, tier, target, timeout, junit_out] {
+  chk->add_option("--target-startup-timeout", *startup,
+                  "Seconds a new exec: target process may take to start and answer hello")
+      ->capture_default_str();
+  chk->callback([paths, json_out, quiet, tier, target, timeout, startup, junit_out] {
     const auto files = collect_fixtures(*paths);
     require(!files.empty(), "paths", "no .safetensors files found");
     if (!target->empty()) {
@@ -229,6 +233,7 @@ void register_check(CLI::App& app) {
               "must be exec:'COMMAND' (the reference is what check runs without --target)");
       require(tier->empty(), "tier", "an exec: target is judged at the tier it claims (its capabilities)");
       exec::set_timeout(*timeout);
+      exec::set_startup_timeout(*startup);
       nlohmann::json rep;
       const auto n = check_through_and_print(target->substr(5), files, &rep, *quiet);
       const nlohmann::json report{{"command", "check"},

@@ -48,7 +48,7 @@ int run_engine_level(const FuzzArgs& a, const EngineLevelArgs& e, const std::str
   if (e.buffers != "both") o.buffers = el::parse_buffering(e.buffers, "buffers");
   o.fault = el::parse_engine_fault(a.fault);
   o.dump_dir = a.dump_dir;
-  exec::set_timeout(a.target_timeout);  // an engine process that hangs is given up after this many seconds
+  set_exec_timeouts(a);  // an engine process that hangs (or never starts) is given up after these budgets
   if (shard.sharded())
     std::printf("shard %s: %d of %d cases from seed %llu (campaign seed %llu)\n", shard.str().c_str(), o.cases, a.cases,
                 static_cast<unsigned long long>(o.seed), static_cast<unsigned long long>(a.seed));

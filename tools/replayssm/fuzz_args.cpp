@@ -37,6 +37,10 @@ void add_fuzz_options(CLI::App* c, FuzzArgs& a) {
   c->add_option("--target-timeout", a.target_timeout,
                 "Seconds an exec: target may take for one command before it is killed and the case fails")
       ->capture_default_str();
+  c->add_option("--target-startup-timeout", a.target_startup_timeout,
+                "Seconds a new exec: target process may take to start and answer hello (apart from "
+                "--target-timeout, so a short one does not fail a target that is slow to start)")
+      ->capture_default_str();
   c->add_option("--l2norm", a.l2norm, "Override the preset's q/k l2norm form: rsqrt_mul, div_sqrt or none");
   c->add_option("--act-dtype", a.act_dtype, "Override the preset's activation dtype: F32 or BF16");
   c->add_option("--state-dtype", a.state_dtype, "Override the preset's state dtype: F32 or BF16");
@@ -46,6 +50,11 @@ void add_fuzz_options(CLI::App* c, FuzzArgs& a) {
                 "I/N: run shard I (from 0) of N of every campaign: its share of --cases from its own seed derived "
                 "from --seed (default: $GTEST_SHARD_INDEX/$GTEST_TOTAL_SHARDS when set); merge the shards' --json "
                 "reports with `replayssm report merge`");
+}
+
+void set_exec_timeouts(const FuzzArgs& a) {
+  exec::set_timeout(a.target_timeout);
+  exec::set_startup_timeout(a.target_startup_timeout);
 }
 
 fuzz::FuzzOptions options_for(const FuzzArgs& a, const std::string& target) {
@@ -68,7 +77,7 @@ fuzz::FuzzOptions options_for(const FuzzArgs& a, const std::string& target) {
   o.num_slots = a.slots;
   o.max_T = a.max_T;
   o.recon = ref::parse_reconstruction(a.recon, "recon");
-  exec::set_timeout(a.target_timeout);
+  set_exec_timeouts(a);
   o.ring_record_dtype = parse_dtype(a.ring_dtype, "ring-dtype");
   o.fault = ref::parse_fault(a.fault);
   o.gates = fuzz::parse_gate_mix(a.gates, "gates");

@@ -33,6 +33,7 @@ struct FuzzArgs {
   std::string fault = "none";
   std::string dump_dir = ".";
   double target_timeout = 60;  // seconds per command of an exec: target
+  double target_startup_timeout = 300;  // seconds an exec: target or engine may take to answer hello
   // Overrides of the preset's model configuration (empty: the preset's own value), so that an implementation
   // whose capabilities exclude the preset's defaults (another l2norm form, F32 activations, the kv layout, ...)
   // can still be judged at the preset's dimensions.
@@ -52,6 +53,8 @@ void add_fuzz_options(CLI::App* c, FuzzArgs& a);
 // shard.hpp); also sets the exec: targets' per-command timeout. Throws Error naming the flag for an unknown
 // preset, negative layers, an unknown recon, ring dtype or fault, a timeout <= 0, an unknown override value.
 fuzz::FuzzOptions options_for(const FuzzArgs& a, const std::string& target);
+// Sets the exec: per-command timeout and start-up budget from --target-timeout / --target-startup-timeout.
+void set_exec_timeouts(const FuzzArgs& a);
 
 // The targets a --target value stands for: "reference" means both reference designs (replay and ring), and with
 // an injected fault only those in which the fault exists; any other name stands for itself.

@@ -3,7 +3,8 @@
 Standard library only (no NumPy): frames are written by hand. Usage: misbehaving_target.py MODE, with MODE
 one of exit_at_start, crash_on_setup, hang_on_setup, garbage_on_setup, huge_frame_on_setup,
 stderr_flood_on_setup (then behaves), error_on_setup, wrong_version, wrong_shape_on_step, wrong_dtype_on_step,
-stderr_then_exit, and for the `fixture` command (the target claims fixture op "recurrent"): fixture_zeros
+stderr_then_exit, hang_at_hello (never answers hello), slow_hello SECONDS (answers hello after SECONDS, then
+behaves), and for the `fixture` command (the target claims fixture op "recurrent"): fixture_zeros
 (zeros of every expected dtype and shape), fixture_wrong_shape, fixture_wrong_dtype, fixture_missing,
 fixture_extra, fixture_echo_pool (claims mtp_batch too and answers its input pool unchanged: a commit
 that writes nothing), fixture_pad_ones (the same, claiming pad_outputs_zero, with every output 1.0, PAD rows'
@@ -65,6 +66,10 @@ if MODE == "stderr_then_exit":
 
 msg = read_frame()
 assert msg["op"] == "hello"
+if MODE == "hang_at_hello":  # never answers hello: given up at the start-up budget
+    time.sleep(3600)
+if MODE == "slow_hello":  # answers hello after SECONDS (argv[2]), as a target importing torch may, then behaves
+    time.sleep(float(sys.argv[2]))
 CONV = MODE.startswith("fixture_conv_")
 version = ([2, 0] if MODE == "wrong_version" else [1, 0] if MODE == "fixture_v10" else
            [1, 2] if MODE == "fixture_conv_v12" else [1, 3] if CONV else [1, 1])

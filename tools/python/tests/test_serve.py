@@ -343,7 +343,7 @@ def test_nothing_but_frames_reaches_stdout_even_from_native_writes(tmp_path):
     """))
     commands = b"".join(encode_frame(*c) if isinstance(c, tuple) else encode_frame(c)
                         for c in (HELLO, setup_cmd(), step_cmd(), {"op": "shutdown"}))
-    p = subprocess.run([sys.executable, str(script)], input=commands, capture_output=True, timeout=60)
+    p = subprocess.run([sys.executable, str(script)], input=commands, capture_output=True, timeout=600)
     assert p.returncode == 0, p.stderr.decode()
     out = io.BytesIO(p.stdout)
     assert out.read(len(b"before serving\n")) == b"before serving\n"
