@@ -27,7 +27,7 @@ from .convert import ConversionError, to_wire
 from .protocol import ProtocolError
 from .server import _frames_only, run_frames
 from .session import Session, integer
-from .target import TargetError
+from .rows import TargetError
 
 PROTOCOL_NAME = "replayssm.engine"
 VERSION = (0, 2)

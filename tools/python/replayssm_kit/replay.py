@@ -31,7 +31,7 @@ from .compare import Report, Tolerance, compare
 from .protocol import PROTOCOL_NAME, VERSION, hex64, parse_hex64
 from .safetensors_io import bf16_bits_to_f32
 from .server import InProcess
-from .target import Target
+from .interface import Target
 from .tiers import TIERS, tier_tolerance
 from .trace import Trace, load_trace
 

@@ -1,4 +1,4 @@
-"""The request loop behind replayssm_kit.target.serve(): one answer frame per command frame.
+"""The request loop behind replayssm_kit.target.serve() (serve() is defined here): one answer frame per command frame.
 
 Fields named in error answers are paths inside the command ("rows[2].slot", "setup.config.K", "known[3]")
 or tensor names ("q.0", "o.1"); the judge reports them as target.<command>.<field>.
@@ -17,9 +17,10 @@ import numpy as np
 from .convert import ConversionError, to_wire
 from .protocol import (PROTOCOL_NAME, VERSION, Frame, ProtocolError, digest64, digest_rows, hex64, parse_hex64,
                        read_frame, write_frame)
+from .interface import (CAPTURE_MINOR, CONV_FIXTURE_OPS, CONV_FIXTURE_OPS_MINOR, CONV_METHODS, CONV_STATE_MINOR,
+                        FIXTURE_OPS, Target)
+from .rows import TargetError
 from .session import Session, integer, parse_rows
-from .target import (CAPTURE_MINOR, CONV_FIXTURE_OPS, CONV_FIXTURE_OPS_MINOR, CONV_METHODS, CONV_STATE_MINOR, FIXTURE_OPS,
-                     Target, TargetError)
 
 
 COMMANDS = ("hello", "setup", "allocate", "step", "commit", "copy_slot", "committed_state", "pool", "fixture",
@@ -341,6 +342,15 @@ def _frames_only(stdout):
             out.flush()
             os.dup2(frames_fd, 1)
             out.close()
+
+
+def serve(target: Target, stdin=None, stdout=None) -> int:
+    """Serves `target` over the protocol until shutdown or the end of input; returns the exit status (0 after
+    shutdown or a clean end of input, 1 after refusing the judge's protocol version, 2 for an unreadable
+    frame, 3 after answering an error that Target.is_fatal says poisons the process). Defaults: sys.stdin.buffer
+    and sys.stdout.buffer; while serving, nothing but frames reaches the real stdout (prints, and writes to file
+    descriptor 1, go to stderr). Public as replayssm_kit.target.serve."""
+    return run(target, stdin, stdout)
 
 
 def run(target: Target, stdin=None, stdout=None) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .target import INDEX_FIELDS, Row, RowIndex, Rows, TargetError
+from .rows import INDEX_FIELDS, Row, RowIndex, Rows, TargetError
 
 DTYPES = ("F32", "BF16")
 
