@@ -1,4 +1,5 @@
-# `cmake --install`: the libraries as exported targets (replayssm::core, ::mrope, ::reference, ::fuzz,
+# `cmake --install`: the libraries as exported targets (replayssm::core, ::mrope, ::recurrence, ::lifecycle,
+# ::fixtures, ::reference (the three together), ::fuzz,
 # ::engine_level, ::engine_fuzz, ::exec and,
 # in CUDA builds, ::cuda, ::cuda_bench, ::cuda_target), their headers, the CLI, the committed fixtures under
 # share/replayssm/fixtures and a package config, so an engine's test can
@@ -11,7 +12,7 @@ include(CMakePackageConfigHelpers)
 set(REPLAYSSM_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/replayssm")
 
 # target -> exported name (replayssm::<name>)
-set(replayssm_exports core mrope reference fuzz engine_level engine_fuzz exec_target:exec)
+set(replayssm_exports core mrope recurrence lifecycle fixtures reference fuzz engine_level engine_fuzz exec_target:exec)
 if(REPLAYSSM_HAS_CUDA)
   list(APPEND replayssm_exports cuda cuda_bench cuda_target)
 endif()
@@ -40,7 +41,11 @@ endif()
 install(TARGETS replayssm RUNTIME DESTINATION ${replayssm_bindir} COMPONENT cli)
 
 # Headers: one directory tree per library under include/replayssm.
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/core/include/replayssm ${PROJECT_SOURCE_DIR}/reference/include/replayssm
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/core/include/replayssm
+                  ${PROJECT_SOURCE_DIR}/reference/recurrence/include/replayssm
+                  ${PROJECT_SOURCE_DIR}/reference/lifecycle/include/replayssm
+                  ${PROJECT_SOURCE_DIR}/reference/fixtures/include/replayssm
+                  ${PROJECT_SOURCE_DIR}/reference/engine_level/include/replayssm
                   ${PROJECT_SOURCE_DIR}/reference/mrope/include/replayssm
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT development FILES_MATCHING PATTERN "*.hpp")
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/reference/fuzz/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/replayssm/fuzz

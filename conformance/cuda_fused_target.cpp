@@ -23,7 +23,7 @@
 #include "cuda_target.hpp"
 #include "replayssm/cuda/kernels.hpp"
 #include "replayssm/error.hpp"
-#include "replayssm/reference/target.hpp"
+#include "replayssm/lifecycle/target.hpp"
 
 namespace replayssm::conformance {
 

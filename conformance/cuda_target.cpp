@@ -11,7 +11,7 @@
 #include "replayssm/cuda/kernels.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/tensor.hpp"
-#include "replayssm/reference/target.hpp"
+#include "replayssm/lifecycle/target.hpp"
 
 namespace replayssm::conformance {
 

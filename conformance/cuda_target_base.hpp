@@ -7,7 +7,7 @@
 
 #include "replayssm/cuda/kernels.hpp"
 #include "replayssm/error.hpp"
-#include "replayssm/reference/target.hpp"
+#include "replayssm/lifecycle/target.hpp"
 #include "replayssm/tier.hpp"
 
 namespace replayssm::conformance {

@@ -4,7 +4,7 @@
 // conv component's answers (protocol 1.5: conv_step, conv_committed_state, conv_pool through the judge's mirror).
 #include "answers.hpp"
 #include "exec_conv.hpp"
-#include "replayssm/reference/conv_component.hpp"
+#include "replayssm/lifecycle/conv_component.hpp"
 #include "harness.hpp"
 #include "replayssm/error.hpp"
 

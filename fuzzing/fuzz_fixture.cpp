@@ -1,9 +1,9 @@
 // libFuzzer harness: fixture loading and schema validation (core/src/fixture.cpp) and the golden checks that
-// validate a fixture's expectations and re-run the reference on it (reference/src/fixture_check.cpp).
+// validate a fixture's expectations and re-run the reference on it (reference/fixtures/src/fixture_check.cpp).
 #include "harness.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/fixture.hpp"
-#include "replayssm/reference/golden.hpp"
+#include "replayssm/fixtures/golden.hpp"
 
 using namespace replayssm;
 

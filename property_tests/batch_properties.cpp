@@ -13,8 +13,8 @@
 
 #include "gen.hpp"
 #include "replayssm/compare.hpp"
-#include "replayssm/reference/batch.hpp"
-#include "replayssm/reference/inputs.hpp"
+#include "replayssm/recurrence/batch.hpp"
+#include "replayssm/recurrence/inputs.hpp"
 #include "replayssm/rng.hpp"
 
 using namespace replayssm;

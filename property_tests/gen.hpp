@@ -9,7 +9,7 @@
 #include <ostream>
 
 #include "replayssm/config.hpp"
-#include "replayssm/reference/judge.hpp"
+#include "replayssm/lifecycle/judge.hpp"
 
 namespace replayssm::testgen {
 

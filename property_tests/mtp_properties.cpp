@@ -8,8 +8,8 @@
 #include "gen.hpp"
 #include "replayssm/compare.hpp"
 #include "replayssm/error.hpp"
-#include "replayssm/reference/inputs.hpp"
-#include "replayssm/reference/mtp.hpp"
+#include "replayssm/recurrence/inputs.hpp"
+#include "replayssm/recurrence/mtp.hpp"
 
 using namespace replayssm;
 using namespace replayssm::ref;

@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "replayssm/reference/engine_level/request_engine.hpp"
+#include "replayssm/engine_level/request_engine.hpp"
 
 namespace replayssm::exec {
 

@@ -8,7 +8,7 @@
 
 #include "answers.hpp"
 #include "replayssm/error.hpp"
-#include "replayssm/reference/conv_component.hpp"
+#include "replayssm/lifecycle/conv_component.hpp"
 
 namespace replayssm::exec {
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "replayssm/frame.hpp"
-#include "replayssm/reference/target.hpp"
+#include "replayssm/lifecycle/target.hpp"
 
 namespace replayssm::exec {
 

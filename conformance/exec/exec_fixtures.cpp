@@ -8,11 +8,11 @@
 #include "exec_target.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/fixture.hpp"
-#include "replayssm/reference/conv.hpp"
-#include "replayssm/reference/conv_fixture.hpp"
-#include "replayssm/reference/ring_fixture.hpp"
-#include "replayssm/reference/trace.hpp"
-#include "replayssm/reference/trace_replay.hpp"
+#include "replayssm/recurrence/conv.hpp"
+#include "replayssm/fixtures/conv_fixture.hpp"
+#include "replayssm/fixtures/ring_fixture.hpp"
+#include "replayssm/fixtures/trace.hpp"
+#include "replayssm/fixtures/trace_replay.hpp"
 #include "replayssm/tier.hpp"
 
 namespace replayssm::exec {

@@ -19,7 +19,7 @@
 #include "replayssm/compare.hpp"
 #include "replayssm/config.hpp"
 #include "replayssm/fixture.hpp"
-#include "replayssm/reference/target.hpp"
+#include "replayssm/lifecycle/target.hpp"
 #include "replayssm/tier.hpp"
 
 namespace replayssm::exec {

@@ -7,7 +7,7 @@
 
 #include "answers.hpp"
 #include "exec_conv.hpp"
-#include "replayssm/reference/conv_component.hpp"
+#include "replayssm/lifecycle/conv_component.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/testing/field_of.hpp"
 

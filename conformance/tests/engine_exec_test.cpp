@@ -11,8 +11,8 @@
 #include "engine_exec.hpp"
 #include "replayssm/error.hpp"
 #include "exec_target.hpp"
-#include "replayssm/reference/engine.hpp"
-#include "replayssm/reference/engine_level/judge.hpp"
+#include "replayssm/lifecycle/engine.hpp"
+#include "replayssm/engine_level/judge.hpp"
 
 using namespace replayssm;
 namespace el = ref::engine_level;

@@ -19,7 +19,7 @@
 #include "exec_target.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/fixture.hpp"
-#include "replayssm/reference/judge.hpp"
+#include "replayssm/lifecycle/judge.hpp"
 
 using namespace replayssm;
 

@@ -17,7 +17,7 @@
 #include "gpu_support.hpp"
 #include "replayssm/cuda/kernels.hpp"
 #include "replayssm/error.hpp"
-#include "replayssm/reference/inputs.hpp"
+#include "replayssm/recurrence/inputs.hpp"
 #include "replayssm/rng.hpp"
 
 using namespace replayssm;

@@ -8,9 +8,9 @@
 #include "gpu_support.hpp"
 #include "replayssm/compare.hpp"
 #include "replayssm/cuda/kernels.hpp"
-#include "replayssm/reference/batch.hpp"
-#include "replayssm/reference/gdn.hpp"
-#include "replayssm/reference/inputs.hpp"
+#include "replayssm/recurrence/batch.hpp"
+#include "replayssm/recurrence/gdn.hpp"
+#include "replayssm/recurrence/inputs.hpp"
 #include "replayssm/rng.hpp"
 
 using namespace replayssm;

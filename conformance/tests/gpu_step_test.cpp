@@ -15,9 +15,9 @@
 #include "replayssm/compare.hpp"
 #include "replayssm/cuda/kernels.hpp"
 #include "replayssm/error.hpp"
-#include "replayssm/reference/batch.hpp"
-#include "replayssm/reference/gdn.hpp"
-#include "replayssm/reference/inputs.hpp"
+#include "replayssm/recurrence/batch.hpp"
+#include "replayssm/recurrence/gdn.hpp"
+#include "replayssm/recurrence/inputs.hpp"
 #include "replayssm/rng.hpp"
 
 using namespace replayssm;

@@ -10,7 +10,7 @@
 #include "campaign.hpp"  // replayssm::fuzz::run_fuzz (include/replayssm/fuzz)
 #include "rc_quiet.hpp"   // campaigns have their own seed: RapidCheck's configuration line is noise here
 #include "replayssm/config.hpp"
-#include "replayssm/reference/target.hpp"
+#include "replayssm/lifecycle/target.hpp"
 #include "replayssm/version.hpp"
 
 namespace ref = replayssm::ref;

@@ -12,7 +12,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "fuzz_case.hpp"
-#include "replayssm/reference/judge.hpp"
+#include "replayssm/lifecycle/judge.hpp"
 
 namespace replayssm::fuzz {
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "campaign.hpp"
-#include "replayssm/reference/engine_level/request_engine.hpp"
+#include "replayssm/engine_level/request_engine.hpp"
 
 namespace replayssm::fuzz {
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "replayssm/reference/engine_level/request_engine.hpp"
+#include "replayssm/engine_level/request_engine.hpp"
 #include "replayssm/safetensors.hpp"
 
 namespace replayssm::fuzz {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "replayssm/reference/engine_level/judge.hpp"
+#include "replayssm/engine_level/judge.hpp"
 
 namespace replayssm::fuzz {
 

@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "replayssm/reference/command.hpp"
-#include "replayssm/reference/fault.hpp"
-#include "replayssm/reference/target.hpp"
+#include "replayssm/lifecycle/command.hpp"
+#include "replayssm/lifecycle/fault.hpp"
+#include "replayssm/lifecycle/target.hpp"
 #include "replayssm/safetensors.hpp"
 
 namespace replayssm::fuzz {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "replayssm/reference/judge.hpp"
+#include "replayssm/lifecycle/judge.hpp"
 
 namespace replayssm::fuzz {
 

@@ -5,7 +5,7 @@
 
 #include "lifecycle.hpp"
 #include "replayssm/error.hpp"
-#include "replayssm/reference/recording_target.hpp"
+#include "replayssm/fixtures/recording_target.hpp"
 #include "replayssm/rng.hpp"
 
 namespace replayssm::fuzz {

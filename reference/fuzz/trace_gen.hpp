@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "campaign.hpp"
-#include "replayssm/reference/trace.hpp"
+#include "replayssm/fixtures/trace.hpp"
 
 namespace replayssm::fuzz {
 

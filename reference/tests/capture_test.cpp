@@ -11,8 +11,8 @@
 #include "fuzz_case.hpp"
 #include "lifecycle.hpp"
 #include "replayssm/error.hpp"
-#include "replayssm/reference/command.hpp"
-#include "replayssm/reference/engine.hpp"
+#include "replayssm/lifecycle/command.hpp"
+#include "replayssm/lifecycle/engine.hpp"
 #include "replayssm/testing/field_of.hpp"
 
 using namespace replayssm;

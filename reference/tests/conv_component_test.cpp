@@ -15,8 +15,8 @@
 #include "lifecycle.hpp"
 #include "trace_gen.hpp"
 #include "replayssm/error.hpp"
-#include "replayssm/reference/judge.hpp"
-#include "replayssm/reference/recording_target.hpp"
+#include "replayssm/lifecycle/judge.hpp"
+#include "replayssm/fixtures/recording_target.hpp"
 #include "replayssm/testing/field_of.hpp"
 
 using namespace replayssm;

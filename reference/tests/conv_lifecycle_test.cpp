@@ -6,7 +6,7 @@
 #include <iostream>
 
 #include "replayssm/error.hpp"
-#include "replayssm/reference/conv_lifecycle.hpp"
+#include "replayssm/lifecycle/conv_lifecycle.hpp"
 
 using namespace replayssm;
 

@@ -11,8 +11,8 @@
 #include <filesystem>
 
 #include "replayssm/error.hpp"
-#include "replayssm/reference/conv.hpp"
-#include "replayssm/reference/conv_fixture.hpp"
+#include "replayssm/recurrence/conv.hpp"
+#include "replayssm/fixtures/conv_fixture.hpp"
 #include "replayssm/rng.hpp"
 
 using namespace replayssm;

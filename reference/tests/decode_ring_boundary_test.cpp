@@ -6,9 +6,9 @@
 #include <cstring>
 
 #include "replayssm/error.hpp"
-#include "replayssm/reference/batch.hpp"
-#include "replayssm/reference/inputs.hpp"
-#include "replayssm/reference/mtp.hpp"
+#include "replayssm/recurrence/batch.hpp"
+#include "replayssm/recurrence/inputs.hpp"
+#include "replayssm/recurrence/mtp.hpp"
 
 using namespace replayssm;
 using namespace replayssm::ref;

@@ -9,7 +9,7 @@
 #include "replayssm/fixture.hpp"
 #include "replayssm/mrope/mrope.hpp"
 #include "replayssm/mrope/mrope_fixture.hpp"
-#include "replayssm/reference/golden.hpp"
+#include "replayssm/fixtures/golden.hpp"
 
 using namespace replayssm;
 

@@ -7,7 +7,7 @@
 
 #include "fuzz_case.hpp"
 #include "replayssm/error.hpp"
-#include "replayssm/reference/command.hpp"
+#include "replayssm/lifecycle/command.hpp"
 #include "replayssm/testing/field_of.hpp"
 
 using namespace replayssm;

@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "replayssm/error.hpp"
-#include "replayssm/reference/gdn.hpp"
-#include "replayssm/reference/inputs.hpp"
+#include "replayssm/recurrence/gdn.hpp"
+#include "replayssm/recurrence/inputs.hpp"
 
 using namespace replayssm;
 using namespace replayssm::ref;

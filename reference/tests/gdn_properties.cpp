@@ -8,8 +8,8 @@
 
 #include "gen.hpp"
 #include "replayssm/compare.hpp"
-#include "replayssm/reference/gdn.hpp"
-#include "replayssm/reference/inputs.hpp"
+#include "replayssm/recurrence/gdn.hpp"
+#include "replayssm/recurrence/inputs.hpp"
 
 using namespace replayssm;
 using namespace replayssm::ref;

@@ -11,7 +11,7 @@
 #include "campaign.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/fixture.hpp"
-#include "replayssm/reference/golden.hpp"
+#include "replayssm/fixtures/golden.hpp"
 
 using namespace replayssm;
 

@@ -13,9 +13,9 @@
 #include "lifecycle.hpp"
 #include "trace_gen.hpp"
 #include "replayssm/error.hpp"
-#include "replayssm/reference/command.hpp"
-#include "replayssm/reference/engine.hpp"
-#include "replayssm/reference/trace_replay.hpp"
+#include "replayssm/lifecycle/command.hpp"
+#include "replayssm/lifecycle/engine.hpp"
+#include "replayssm/fixtures/trace_replay.hpp"
 #include "replayssm/testing/field_of.hpp"
 
 using namespace replayssm;

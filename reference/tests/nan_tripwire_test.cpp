@@ -4,7 +4,7 @@
 
 #include <limits>
 
-#include "replayssm/reference/judge.hpp"
+#include "replayssm/lifecycle/judge.hpp"
 
 using namespace replayssm;
 using ref::Cmd;

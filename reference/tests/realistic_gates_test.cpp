@@ -12,9 +12,9 @@
 
 #include "replayssm/compare.hpp"
 #include "replayssm/error.hpp"
-#include "replayssm/reference/inputs.hpp"
-#include "replayssm/reference/mtp.hpp"
-#include "replayssm/reference/target.hpp"
+#include "replayssm/recurrence/inputs.hpp"
+#include "replayssm/recurrence/mtp.hpp"
+#include "replayssm/lifecycle/target.hpp"
 
 using namespace replayssm;
 using namespace replayssm::ref;

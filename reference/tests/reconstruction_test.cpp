@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "replayssm/compare.hpp"
-#include "replayssm/reference/mtp.hpp"
+#include "replayssm/recurrence/mtp.hpp"
 #include "replayssm/rng.hpp"
 
 using namespace replayssm;

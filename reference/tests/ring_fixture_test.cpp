@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "replayssm/error.hpp"
-#include "replayssm/reference/ring_fixture.hpp"
+#include "replayssm/fixtures/ring_fixture.hpp"
 #include "replayssm/step.hpp"
 
 using namespace replayssm;

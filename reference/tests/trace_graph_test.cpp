@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "replayssm/error.hpp"
-#include "replayssm/reference/trace_replay.hpp"
+#include "replayssm/fixtures/trace_replay.hpp"
 #include "trace_gen.hpp"
 
 using namespace replayssm;

@@ -11,7 +11,7 @@
 
 #include "campaign.hpp"
 #include "replayssm/error.hpp"
-#include "replayssm/reference/trace_replay.hpp"
+#include "replayssm/fixtures/trace_replay.hpp"
 #include "trace_gen.hpp"
 
 using namespace replayssm;

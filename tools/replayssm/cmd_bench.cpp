@@ -7,7 +7,7 @@
 #include "campaign.hpp"
 #include "commands.hpp"
 #include "exec_target.hpp"
-#include "replayssm/reference/target.hpp"
+#include "replayssm/lifecycle/target.hpp"
 #ifdef REPLAYSSM_HAS_CUDA
 #include "replayssm/cuda/bench.hpp"
 #endif

@@ -17,7 +17,7 @@
 #include "fuzz_args.hpp"
 #include "report.hpp"
 #include "replayssm/manifest.hpp"
-#include "replayssm/reference/golden.hpp"
+#include "replayssm/fixtures/golden.hpp"
 
 namespace replayssm::cli {
 

@@ -6,7 +6,7 @@
 #include "commands.hpp"
 #include "replayssm/config.hpp"
 #include "replayssm/error.hpp"
-#include "replayssm/reference/conv_lifecycle.hpp"
+#include "replayssm/lifecycle/conv_lifecycle.hpp"
 
 namespace replayssm::cli {
 

@@ -10,10 +10,10 @@
 #include "report.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/manifest.hpp"
-#include "replayssm/reference/trace.hpp"
-#include "replayssm/reference/golden.hpp"
-#include "replayssm/reference/conv_fixture.hpp"
-#include "replayssm/reference/ring_fixture.hpp"
+#include "replayssm/fixtures/trace.hpp"
+#include "replayssm/fixtures/golden.hpp"
+#include "replayssm/fixtures/conv_fixture.hpp"
+#include "replayssm/fixtures/ring_fixture.hpp"
 #include "trace_gen.hpp"
 
 namespace replayssm::cli {

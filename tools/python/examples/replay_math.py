@@ -1,5 +1,5 @@
 """The GDN / KDA token step in float32 NumPy, vectorized over value heads (docs/math.md; operation order of
-reference/include/replayssm/reference/gdn.hpp). Per token and value head hv, with its key head hv // G:
+reference/recurrence/include/replayssm/recurrence/gdn.hpp). Per token and value head hv, with its key head hv // G:
 
   1. k <- k / sqrt(sum k^2 + eps) (rsqrt_mul: k * (1 / sqrt(...)); div_sqrt: k / sqrt(...)); q likewise,
      then q <- q * scale (scale = q_scale, or K^-1/2 when q_scale is 0).

@@ -19,7 +19,7 @@
 and judge it: `replayssm fuzz --target exec:'python3 my_kernel.py' --preset tiny-gdn`.
 
 The methods mirror the protocol's commands (docs/target-protocol.md) and the judge's Target interface
-(reference/include/replayssm/reference/target.hpp). serve() does the rest: frames, the version check,
+(reference/lifecycle/include/replayssm/lifecycle/target.hpp). serve() does the rest: frames, the version check,
 BF16 inputs as float32 arrays, answers converted to the protocol's dtypes (replayssm_kit.convert), the
 digests behind `pool` and `committed_state` (only what changed crosses the pipe), and exceptions turned
 into error answers. Notation: L layers, N packed tokens of a step, S slots, E = HV*K*V, stride >= E;

@@ -25,7 +25,7 @@
 // reduction order, so their outputs and committed states are BIT-IDENTICAL (docs/cuda.md, "Numerics").
 // Committed states are rounded to the state dtype once, from the fp32 running state ("round at commit").
 //
-// One reference per kernel: the CPU function of reference/include/replayssm/reference/batch.hpp that each
+// One reference per kernel: the CPU function of reference/recurrence/include/replayssm/recurrence/batch.hpp that each
 // entry point is checked against, and how the GPU tests compare them:
 //   kernel             reference                        comparison
 //   verify_full_state  ref::batch::verify_full_state    GPU vs CPU float: gpu_vs_cpu_tolerance(dtype)

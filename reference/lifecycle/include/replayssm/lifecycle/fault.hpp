@@ -1,0 +1,81 @@
+// replayssm/lifecycle/fault.hpp — the teeth catalogue: slips an engine or a kernel could ship, each injectable
+// into a reference target (or into the engine's accepted-length bookkeeping) so that the property suite can
+// prove it catches every one of them (property_tests/teeth_test.cpp, docs/lifecycle.md).
+//
+// Faults live only inside the reference targets and the engine's bookkeeping hook; no production path
+// reads them. Math faults enter through the token step's hook (fault_hook, gdn.hpp TokenHook), bookkeeping
+// faults by changing the descriptors a target hands the batch-level reference (batch.hpp): neither copies
+// the math.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "replayssm/recurrence/gdn.hpp"
+#include "replayssm/recurrence/mtp.hpp"
+
+namespace replayssm::ref {
+
+enum class Fault : std::uint8_t {
+  None,
+  OffByOneAccepted,           // commit uses n - 1 tokens (reads the previous token's state)
+  ZeroAcceptedAsOne,          // n = 0 commits one token
+  FullAcceptClamped,          // n = T clamped to T - 1
+  GvaModulo,                  // replay maps value head hv to key head hv % H instead of hv / G
+  TransposedLayout,           // commit writes the state in the other layout
+  MissingDecayInReplay,       // replay skips the decay (alpha = 1)
+  StaleCursorOnSlotReuse,     // ring cursors not reset when a slot is (re)allocated
+  DoubleCursorAdvance,        // ring write_pos advanced twice by the accepted count
+  PadRowWritesSlot0,          // a PAD row (slot -1) is clamped to slot 0 and committed
+  FlushOverwritesLiveRecord,  // a flush writes the window at the ring origin instead of after the history
+  BetaRoundingOnePath,        // replay rounds beta to the activation dtype, verify does not
+  EarlyStopCommitsWholeRun,   // early stop at s commits the whole accepted run n instead of s
+  CopyDropsRingRecords,       // slot copy takes the checkpoint only, dropping un-flushed ring records
+  StopTokenPlusOne,           // shared engine bookkeeping: an early stop at s commits s + 1 tokens (the token
+                              // after the end-of-generation token stays in the state), on the oracle's side too
+  GraphTailProcessed,         // a captured batch runs over its whole capacity: graph tail rows holding stale slot ids
+                              // of an earlier, larger batch are verified and committed into those slots
+  PadSentinelZero,            // slot 0 is taken for the PAD sentinel whatever the convention: under -1, the live
+                              // request in slot 0 is skipped (no outputs, no commit)
+  PadIndexWraps,              // a PAD index -1 wraps to the last pool slot (pool[-1]) and is committed there
+  CommitWritesReadSlot,       // an out-of-place commit also stores the new state into the read slot
+  WidthCappedAt8,             // a verify kernel compiled for at most 8 tokens per window (kFaultWidthCap): the
+                              // tokens of a wider window beyond the 8th are neither verified (their outputs stay
+                              // zero) nor captured, and the commit caps the accepted count at 8
+  DecayWeightsFactored,       // the closed-form ring reconstruction forms each decay weight exp(G_m - G_j) as
+                              // exp(G_m) * exp(-G_j): equal in exact arithmetic and within rounding for moderate
+                              // gates, inf * 0 = NaN once a history's cumulative log-decay passes ~ -88 (the
+                              // large |g| of trained models); acts with Reconstruction::ClosedForm only
+  // Conv component faults (conv_component.hpp; they act only in cases whose setup carries `conv`):
+  ConvCommitKeepsWindowTail,  // the conv commit keeps the last W - 1 columns of the whole verify window, as if
+                              // every draft were accepted, instead of the columns ending at accepted token n
+  ConvWindowNotCopied,        // a slot copy moves the recurrent state but not the conv window
+  ConvFreshKeepsTenantWindow, // a fresh prefill starts its conv from the window the slot holds (a finished or
+                              // preempted tenant's columns, or poison) instead of zeros
+  CaptureWritesLiveState,     // capturing a new CUDA-graph bucket while requests are live warms the step up on the
+                              // persistent index buffer's current contents (the slots of the last step) instead of
+                              // PAD rows, and the warm-up commits its dummy window into those live slots
+};
+// The compiled window of WidthCappedAt8 (1 + 7 drafts): only windows of T > 8 (widths 9..12 and up) see it.
+inline constexpr std::int32_t kFaultWidthCap = 8;
+std::string to_string(Fault f);
+Fault parse_fault(const std::string& s);  // Error("fault") listing the names
+std::vector<Fault> all_faults();          // every fault except None
+// Targets on which a fault can occur ("replay", "ring", or both for engine bookkeeping faults).
+std::vector<std::string> fault_targets(Fault f);
+// Faults of the engine's bookkeeping that the oracle's engine shares (a slip in the one Engine both sides
+// run): only the independent bookkeeping model of the fuzz generator can see them.
+bool shared_engine_fault(Fault f);
+// Faults of the conv component: only cases with EngineSetup::conv can show them.
+bool conv_fault(Fault f);
+// The ring reconstruction a fault lives in (decay_weights_factored: closed_form), or none: a campaign or
+// property hunting the fault must run its ring target with it.
+std::optional<Reconstruction> fault_reconstruction(Fault f);
+
+// The token-step perturbation of a math fault (GvaModulo, MissingDecayInReplay, BetaRoundingOnePath);
+// nullptr for every other fault.
+const TokenHook* fault_hook(Fault f);
+
+}  // namespace replayssm::ref

@@ -1,0 +1,85 @@
+// replayssm/lifecycle/judge.hpp — the judge: runs every command on the oracle (full_state) and on the
+// implementation under test, then checks, after every command:
+//   1. outputs: real rows equal (bit-exact or the target's tolerance); PAD rows exactly zero on the oracle
+//      and on a target that claims zeros (Target::pad_outputs_zero), otherwise not compared; a NaN tripwire
+//      on every output of every real row: the first non-finite value (on either side, where the other side's
+//      is finite, or on the oracle's side at all) is reported with its absolute token position in the
+//      request, the request's slot, the command's index in the run, the layer and (hv, v);
+//   2. request tables: residency, slots, finished state and committed token counts agree;
+//   3. committed states of every resident request in every layer, and the oracle against its own
+//      recomputation from history;
+//   4. slots outside the command's write set and the gaps after slots stay bitwise unchanged; commits with
+//      n = 0 leave their slot's bytes unchanged (every target but the spec ring, whose cursors move instead);
+//      the read slot of an out-of-place commit stays bitwise unchanged.
+// With the conv component (EngineSetup::conv, conv_component.hpp), then:
+//   6. conv outputs of every real row against the per-request truth (conv_update from the request's committed
+//      window before the step over the row's raw inputs), on both sides: bit-exact against the kernel-faithful
+//      binary32 path for the oracle and a bit-exact target, else against the binary64 truth within
+//      conv_output_bound (conv.hpp; docs/numerics.md, "Short convolution"), at every judged tier;
+//      PAD rows' conv outputs exactly zero (oracle; a target that claims PAD zeros); every resident request's
+//      committed window on both sides bit for bit against the truth of its history (the last W - 1 raw inputs,
+//      rounded to the conv state dtype: data movement, exact at every tier); every conv window outside the
+//      command's write set, every window whose commit had n = 0 (every design), the read slot of an
+//      out-of-place commit and every gap bitwise unchanged.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "replayssm/lifecycle/command.hpp"
+#include "replayssm/lifecycle/engine.hpp"
+#include "replayssm/tier.hpp"
+
+namespace replayssm::ref {
+
+class Judge {
+ public:
+  // judge_tier: compare outputs and states at this precision tier's tolerance (tier.hpp) whatever the target
+  // claims (the teeth test measures each fault against each tier's budget); empty: the target's own claim
+  // (bit-exact, or its tolerance()).
+  Judge(const EngineSetup& setup, const std::string& target_kind, Fault fault = Fault::None,
+        std::optional<Tier> judge_tier = std::nullopt);
+  // Executes c on both; returns an empty string when everything agrees, else a description of the first
+  // disagreement (which check, request, layer, worst element). An Error from the oracle means the command
+  // itself is invalid and propagates.
+  std::string apply(const Cmd& c);
+  const Engine& oracle() const { return oracle_; }
+  const Engine& sut() const { return sut_; }
+  const std::vector<Cmd>& executed() const { return executed_; }
+  // The value comparison that failed last (empty when the last disagreement was structural: request
+  // tables, slots, errors), with the tolerance it was judged under.
+  const std::optional<CompareReport>& failed_comparison() const { return failed_; }
+  const Tolerance& failed_tolerance() const { return failed_tol_; }
+
+ private:
+  using Outputs = std::vector<std::vector<float>>;
+  // Where each request stood before the command (committed tokens, slot): the NaN tripwire's coordinates.
+  struct Before {
+    std::int32_t position = 0, slot = -1;
+  };
+  std::string check_outputs(const Outputs& out_o, const Outputs& out_s, const std::map<std::int32_t, Before>& before,
+                            const Cmd& c) const;
+  std::string check_requests() const;
+  std::string check_states() const;
+  std::string check_untouched(const Cmd& c, const Outputs& pools_before_o, const Outputs& pools_before_s) const;
+  // Check 6 (judge_conv.cpp): windows_before[req][layer] is the truth of each request's window before c.
+  using Windows = std::map<std::int32_t, std::vector<std::vector<float>>>;
+  Windows conv_truth_windows() const;
+  std::string check_conv(const Cmd& c, const Windows& windows_before, const Outputs& conv_before_o,
+                         const Outputs& conv_before_s) const;
+  std::string check_conv_outputs(const Windows& windows_before) const;
+  std::string check_conv_windows() const;
+  std::string check_conv_untouched(const Cmd& c, const Outputs& conv_before_o, const Outputs& conv_before_s) const;
+  CompareReport compare_values(const std::vector<float>& ref, const std::vector<float>& got, bool state) const;
+
+  Engine oracle_;
+  Engine sut_;
+  std::optional<Tier> tier_;
+  std::vector<Cmd> executed_;
+  mutable std::optional<CompareReport> failed_;
+  mutable Tolerance failed_tol_;
+};
+
+}  // namespace replayssm::ref

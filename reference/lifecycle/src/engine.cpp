@@ -1,0 +1,331 @@
+// The lifecycle engine: one function per command, the step's packing and the accepted-length bookkeeping.
+#include "replayssm/lifecycle/engine.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "replayssm/error.hpp"
+#include "replayssm/recurrence/inputs.hpp"
+#include "replayssm/rng.hpp"
+
+namespace replayssm::ref {
+
+SequenceInputs token_inputs(const ModelConfig& cfg, std::int32_t layer, std::int32_t T, std::uint64_t seed,
+                            GateRange gates) {
+  return random_inputs(cfg, T, derive_seed(seed, 1000 + static_cast<std::uint64_t>(layer)), gates);
+}
+
+namespace {
+std::vector<SequenceInputs> empty_layers(const ModelConfig& cfg) {
+  std::vector<SequenceInputs> v(static_cast<std::size_t>(cfg.num_layers));
+  for (auto& x : v) x.validate(cfg);
+  return v;
+}
+// Appends y to x layer by layer.
+void append(const ModelConfig& cfg, std::vector<SequenceInputs>& x, const std::vector<SequenceInputs>& y) {
+  for (std::size_t l = 0; l < x.size(); ++l) x[l] = SequenceInputs::concat(cfg, x[l], y[l]);
+}
+bool running(const Engine::Request& r) { return r.slot != kPadSlot && !r.finished; }
+// Seed of the dummy tokens of PAD rows.
+constexpr std::uint64_t kPadSeed = 0xfadull;
+}  // namespace
+
+Engine::Engine(std::unique_ptr<Target> target, const EngineSetup& setup, Fault bookkeeping_fault)
+    : target_(std::move(target)), setup_(setup), fault_(bookkeeping_fault) {
+  setup_.validate();
+  require(!setup_.conv || target_->conv_state(), "setup.conv", "target '", target_->name(),
+          "' keeps no conv state: a setup with the conv component needs one that claims conv_state");
+  target_->setup(setup_);
+}
+
+Engine::Request& Engine::request(std::int32_t id) {
+  auto it = requests_.find(id);
+  require(it != requests_.end(), "cmd.req", "unknown request ", id);
+  return it->second;
+}
+
+void Engine::check_free_slot(std::int32_t s) const {
+  require(s >= 0 && s < setup_.num_slots, "cmd.slot", "slot ", s, " outside [0, ", setup_.num_slots, ")");
+  require(s != setup_.reserved_slot(), "cmd.slot", "slot ", s, " is reserved for PAD rows (pad_convention ",
+          to_string(setup_.pad_convention), ")");
+  for (const auto& [id, r] : requests_) require(r.slot != s, "cmd.slot", "slot ", s, " is in use");
+}
+
+std::vector<SequenceInputs> Engine::new_tokens(std::int32_t T, std::uint64_t seed) const {
+  std::vector<SequenceInputs> tok;
+  for (std::int32_t l = 0; l < setup_.cfg.num_layers; ++l) tok.push_back(token_inputs(setup_.cfg, l, T, seed, setup_.gates));
+  return tok;
+}
+
+void Engine::start_fresh(Request& r, std::int32_t slot, const std::vector<SequenceInputs>& extra) {
+  const auto& cfg = setup_.cfg;
+  target_->allocate(slot);
+  r.slot = slot;
+  r.finished = false;
+  std::vector<SequenceInputs> pend = r.history;
+  append(cfg, pend, r.pending);
+  if (!extra.empty()) append(cfg, pend, extra);
+  r.pending = pend;
+  r.history = empty_layers(cfg);
+  r.segments.clear();
+  r.pending_fresh = true;
+}
+
+std::vector<std::vector<float>> Engine::execute(const Cmd& c) {
+  last_written_.clear();
+  last_kept_.clear();
+  last_read_only_.clear();
+  last_rows_.clear();
+  last_inputs_.clear();
+  last_conv_outputs_.clear();
+  switch (c.kind) {
+    case Cmd::Kind::Admit: admit(c); return {};
+    case Cmd::Kind::Finish: finish(c); return {};
+    case Cmd::Kind::Continue: continue_turn(c); return {};
+    case Cmd::Kind::Copy: copy(c); return {};
+    case Cmd::Kind::Preempt: preempt(c); return {};
+    case Cmd::Kind::Resume: resume(c); return {};
+    case Cmd::Kind::Step: return step(c);
+    case Cmd::Kind::Capture: capture(c); return {};
+  }
+  fail("cmd.kind", "unknown command kind");
+}
+
+void Engine::admit(const Cmd& c) {
+  require(!requests_.count(c.req), "cmd.req", "request ", c.req, " already exists");
+  check_free_slot(c.slot);
+  require(c.prompt >= 1, "cmd.prompt", "must be >= 1");
+  Request r;
+  r.history = empty_layers(setup_.cfg);
+  r.pending = empty_layers(setup_.cfg);
+  start_fresh(r, c.slot, new_tokens(c.prompt, c.seed));
+  requests_[c.req] = std::move(r);
+}
+
+void Engine::capture(const Cmd& c) {
+  require(target_->captures(), "cmd.kind", "target ", target_->name(), " does not capture CUDA-graph buckets");
+  require(c.graph >= 1 && c.graph <= setup_.max_rows(), "cmd.graph", "is ", c.graph, ", outside [1, max_rows = ",
+          setup_.max_rows(), "]");
+  require(c.capture_T >= 1 && c.capture_T <= setup_.max_T, "cmd.T", "is ", c.capture_T, ", outside [1, max_T = ",
+          setup_.max_T, "]");
+  target_->capture(c.graph, c.capture_T);
+  // Nothing is written, except what any step may write: the dedicated pad slot.
+  if (setup_.pad_convention == PadConvention::PadSlot) last_written_.push_back(setup_.pad_sentinel());
+}
+
+void Engine::finish(const Cmd& c) {
+  Request& r = request(c.req);
+  require(running(r), "cmd.req", "request ", c.req, " is not running");
+  r.finished = true;
+  r.slot = kPadSlot;
+}
+
+void Engine::continue_turn(const Cmd& c) {
+  Request& r = request(c.req);
+  require(r.finished, "cmd.req", "request ", c.req, " is not finished");
+  check_free_slot(c.slot);
+  start_fresh(r, c.slot, new_tokens(c.prompt, c.seed));
+}
+
+void Engine::copy(const Cmd& c) {
+  Request& src = request(c.req);
+  require(running(src), "cmd.req", "request ", c.req, " is not running");
+  require(src.pending[0].T == 0, "cmd.req", "request ", c.req, " is still prefilling");
+  require(!requests_.count(c.req2), "cmd.req2", "request ", c.req2, " already exists");
+  check_free_slot(c.slot);
+  target_->allocate(c.slot);
+  target_->copy_slot(src.slot, c.slot);
+  Request dst = src;
+  dst.slot = c.slot;
+  requests_[c.req2] = dst;
+  last_written_ = {c.slot};
+}
+
+void Engine::preempt(const Cmd& c) {
+  Request& r = request(c.req);
+  require(running(r), "cmd.req", "request ", c.req, " is not running");
+  r.slot = kPadSlot;  // the slot is freed; history (and any pending prompt) is kept for re-prefill
+}
+
+void Engine::resume(const Cmd& c) {
+  Request& r = request(c.req);
+  require(r.slot == kPadSlot && !r.finished, "cmd.req", "request ", c.req, " is not preempted");
+  check_free_slot(c.slot);
+  start_fresh(r, c.slot, {});
+}
+
+// --- step ----------------------------------------------------------------------------------------------------
+Engine::PackedStep Engine::pack_step(const Cmd& c) const {
+  const auto& cfg = setup_.cfg;
+  PackedStep s;
+  s.packed = empty_layers(cfg);
+  int pads_added = 0;
+  auto add = [&](const TargetRow& row, const RowSpec* spec, std::vector<SequenceInputs> tok) {
+    append(cfg, s.packed, tok);
+    s.rows.push_back(row);
+    s.spec.push_back(spec);
+    s.tokens.push_back(std::move(tok));
+  };
+  // Padding rows carry dummy tokens like CUDA-graph padding of spec rows: T = 1 .. max_T (cycling).
+  auto add_pad = [&] {
+    const std::int32_t T = 1 + (pads_added++ % setup_.max_T);
+    TargetRow t;
+    t.row = BatchRow{kPadSlot, kPadSlot, T, s.packed[0].T, T};
+    add(t, nullptr, new_tokens(T, kPadSeed));
+  };
+  std::set<std::int32_t> seen;
+  for (std::size_t i = 0; i < c.rows.size(); ++i) {
+    for (auto p : c.pad_at)
+      if (p == static_cast<std::int32_t>(i)) add_pad();
+    const RowSpec& rs = c.rows[i];
+    require(seen.insert(rs.req).second, "cmd.rows", "request ", rs.req, " appears twice in one step");
+    const auto it = requests_.find(rs.req);
+    require(it != requests_.end(), "cmd.req", "unknown request ", rs.req);
+    const Request& r = it->second;
+    require(running(r), "cmd.rows", "request ", rs.req, " is not running");
+    TargetRow t;
+    std::vector<SequenceInputs> tok;
+    require(r.pending[0].T == 0 || rs.to_slot < 0, "cmd.rows.to_slot", "request ", rs.req,
+            " is prefilling: only verify rows commit out of place");
+    if (r.pending[0].T > 0) {  // prefill chunk: the whole chunk is committed
+      const std::int32_t n = std::min(std::max(rs.T, 1), r.pending[0].T);
+      for (const auto& p : r.pending) tok.push_back(p.slice(cfg, 0, n));
+      t.kind = RowKind::Prefill;
+      t.fresh = r.pending_fresh;
+      t.row = BatchRow{r.slot, r.slot, n, s.packed[0].T, n};
+    } else {
+      require(rs.T >= 1 && rs.T <= setup_.max_T, "cmd.rows.T", "is ", rs.T, ", outside [1, max_T=", setup_.max_T, "]");
+      require(rs.accepted >= 0 && rs.accepted <= rs.T, "cmd.rows.accepted", "is ", rs.accepted, ", outside [0, T=",
+              rs.T, "]");
+      require(rs.stop_at >= 0 && rs.stop_at <= rs.accepted, "cmd.rows.stop_at", "is ", rs.stop_at,
+              ", outside [0, accepted=", rs.accepted, "]");
+      tok = new_tokens(rs.T, rs.seed);
+      t.kind = RowKind::Verify;
+      if (rs.to_slot >= 0) check_free_slot(rs.to_slot);  // an out-of-place commit's destination
+      t.row = BatchRow{r.slot, rs.to_slot >= 0 ? rs.to_slot : r.slot, rs.T, s.packed[0].T, rs.accepted};
+    }
+    add(t, &rs, std::move(tok));
+  }
+  for (auto p : c.pad_at)
+    if (p >= static_cast<std::int32_t>(c.rows.size())) add_pad();
+  if (c.graph > 0) add_graph_tail(c, s);
+  std::vector<BatchRow> plain;
+  for (const auto& t : canonical_rows(s.rows, setup_)) plain.push_back(t.row);
+  validate_batch(plain, setup_.pool_geometry(), cfg, setup_.max_T, s.packed[0].T, true);
+  return s;
+}
+
+void Engine::add_graph_tail(const Cmd& c, PackedStep& s) const {
+  const auto live = static_cast<std::int32_t>(s.rows.size());
+  require(c.graph >= live && c.graph <= setup_.max_rows(), "cmd.graph", "is ", c.graph, ", outside [rows = ", live,
+          ", max_rows = ", setup_.max_rows(), "]");
+  for (std::int32_t i = live; i < c.graph; ++i) {
+    TargetRow t;
+    if (c.stale_tail && !graph_buffer_.empty()) {
+      t = graph_buffer_[static_cast<std::size_t>(i)];
+    } else {  // a PAD sentinel row, T as the captured shape has it
+      const std::int32_t T = 1 + (i % setup_.max_T);
+      t.row = BatchRow{kPadSlot, kPadSlot, T, 0, T};
+    }
+    t.graph_tail = true;
+    t.row.token_offset = s.packed[0].T;  // dummy tokens after the live ones (the captured input buffer)
+    auto tok = new_tokens(t.row.T, kPadSeed);
+    append(setup_.cfg, s.packed, tok);
+    s.rows.push_back(t);
+    s.spec.push_back(nullptr);
+    s.tokens.push_back(std::move(tok));
+  }
+}
+
+std::vector<TargetRow> Engine::wire_rows(const std::vector<TargetRow>& rows) const {
+  std::vector<TargetRow> w = rows;
+  const std::int32_t sentinel = setup_.pad_sentinel();
+  for (auto& t : w) {
+    if (t.row.slot == kPadSlot) t.row.slot = sentinel;
+    if (t.row.write_slot == kPadSlot) t.row.write_slot = sentinel;
+  }
+  return w;
+}
+
+std::int32_t Engine::commit_length(const RowSpec& rs) const {
+  // An early stop at accepted token s trims the commit to s tokens.
+  if (rs.stop_at > 0 && fault_ == Fault::StopTokenPlusOne) return std::min(rs.accepted, rs.stop_at + 1);
+  if (rs.stop_at > 0 && fault_ != Fault::EarlyStopCommitsWholeRun) return std::min(rs.accepted, rs.stop_at);
+  return rs.accepted;
+}
+
+std::vector<std::vector<float>> Engine::step(const Cmd& c) {
+  PackedStep s = pack_step(c);
+  for (std::size_t i = 0; i < s.rows.size(); ++i) {
+    const BatchRow& b = s.rows[i].row;
+    last_rows_.push_back(PackedRow{s.spec[i] ? s.spec[i]->req : -1, b.token_offset, b.T});
+    if (s.spec[i]) last_written_.push_back(b.write_slot);  // an out-of-place row's read slot is not written
+    if (s.spec[i] && b.write_slot != b.slot) {
+      last_read_only_.push_back(b.slot);
+      target_->allocate(b.write_slot);  // the destination slot is (re)allocated to the request
+    }
+  }
+  if (setup_.pad_convention == PadConvention::PadSlot) last_written_.push_back(setup_.pad_sentinel());
+  auto out = target_->step(wire_rows(s.rows), s.packed);
+  last_inputs_ = s.packed;
+  if (setup_.conv) last_conv_outputs_ = target_->conv_step(wire_rows(s.rows), s.packed);
+  for (std::size_t i = 0; i < s.rows.size(); ++i) {
+    if (!s.spec[i] || s.rows[i].kind != RowKind::Verify) continue;
+    s.rows[i].row.accepted = commit_length(*s.spec[i]);
+    if (s.rows[i].row.accepted == 0) last_kept_.push_back(s.rows[i].row.write_slot);
+  }
+  target_->commit(wire_rows(s.rows));
+  if (setup_.conv) target_->conv_commit(wire_rows(s.rows));
+  record_commits(s);
+  if (c.graph > 0) {  // the captured buffer keeps what this step wrote into its first c.graph rows
+    if (graph_buffer_.empty())
+      for (std::int32_t i = 0; i < setup_.max_rows(); ++i) {
+        const std::int32_t T = 1 + (i % setup_.max_T);
+        graph_buffer_.push_back(TargetRow{BatchRow{kPadSlot, kPadSlot, T, 0, T}, RowKind::Verify, false, false});
+      }
+    for (std::size_t i = 0; i < s.rows.size(); ++i) {
+      graph_buffer_[i] = s.rows[i];
+      graph_buffer_[i].graph_tail = false;
+    }
+  }
+  return out;
+}
+
+void Engine::record_commits(const PackedStep& s) {
+  const auto& cfg = setup_.cfg;
+  for (std::size_t i = 0; i < s.rows.size(); ++i) {
+    if (!s.spec[i]) continue;
+    const TargetRow& t = s.rows[i];
+    Request& r = requests_.at(s.spec[i]->req);
+    const bool prefill = t.kind == RowKind::Prefill;
+    const std::int32_t n = prefill ? t.row.T : t.row.accepted;
+    for (std::size_t l = 0; l < r.history.size(); ++l) {
+      r.history[l] = SequenceInputs::concat(cfg, r.history[l], s.tokens[i][l].slice(cfg, 0, n));
+      if (prefill) r.pending[l] = r.pending[l].slice(cfg, n, r.pending[l].T - n);
+    }
+    if (prefill) r.pending_fresh = false;
+    if (n > 0) r.segments.push_back(n);
+    if (n > 0 && t.row.write_slot != t.row.slot) r.slot = t.row.write_slot;  // out of place: the request moves
+    if (!prefill && s.spec[i]->stop_at > 0) {  // the stop token was accepted: the request ends here
+      r.finished = true;
+      r.slot = kPadSlot;
+    }
+  }
+}
+
+std::vector<float> Engine::recompute(std::int32_t req, std::int32_t layer) const {
+  const auto& cfg = setup_.cfg;
+  const Request& r = requests_.at(req);
+  const auto& h = r.history[static_cast<std::size_t>(layer)];
+  std::vector<float> S(static_cast<std::size_t>(cfg.state_elems()), 0.0f), o;
+  std::int32_t t0 = 0;
+  for (auto n : r.segments) {
+    run_recurrent<float>(cfg, setup_.params[static_cast<std::size_t>(layer)], h.slice(cfg, t0, n), S, o);
+    round_to_state_dtype(cfg, S);
+    t0 += n;
+  }
+  require(t0 == h.T, "history", "segments cover ", t0, " of ", h.T, " tokens");
+  return S;
+}
+
+}  // namespace replayssm::ref

@@ -1,0 +1,107 @@
+// The teeth catalogue's table (names, where each fault can occur) and the math faults' token-step hooks.
+#include "replayssm/dtype.hpp"
+#include "replayssm/error.hpp"
+#include "replayssm/lifecycle/fault.hpp"
+
+namespace replayssm::ref {
+
+namespace {
+struct FaultInfo {
+  Fault f;
+  const char* name;
+  std::vector<std::string> targets;
+};
+const std::vector<FaultInfo>& fault_table() {
+  static const std::vector<FaultInfo> t{
+      {Fault::None, "none", {"replay", "ring"}},
+      {Fault::OffByOneAccepted, "off_by_one_accepted", {"replay"}},
+      {Fault::ZeroAcceptedAsOne, "zero_accepted_as_one", {"replay"}},
+      {Fault::FullAcceptClamped, "full_accept_clamped", {"replay"}},
+      {Fault::GvaModulo, "gva_modulo", {"replay"}},
+      {Fault::TransposedLayout, "transposed_layout", {"replay"}},
+      {Fault::MissingDecayInReplay, "missing_decay_in_replay", {"replay"}},
+      {Fault::StaleCursorOnSlotReuse, "stale_cursor_on_slot_reuse", {"ring"}},
+      {Fault::DoubleCursorAdvance, "double_cursor_advance", {"ring"}},
+      {Fault::PadRowWritesSlot0, "pad_row_writes_slot0", {"replay"}},
+      {Fault::FlushOverwritesLiveRecord, "flush_overwrites_live_record", {"ring"}},
+      {Fault::BetaRoundingOnePath, "beta_rounding_one_path", {"replay"}},
+      {Fault::EarlyStopCommitsWholeRun, "early_stop_commits_whole_run", {"replay", "ring"}},
+      {Fault::CopyDropsRingRecords, "copy_drops_ring_records", {"ring"}},
+      {Fault::StopTokenPlusOne, "stop_token_plus_one", {"replay", "ring"}},
+      {Fault::GraphTailProcessed, "graph_tail_processed", {"replay"}},
+      {Fault::PadSentinelZero, "pad_sentinel_zero", {"replay"}},
+      {Fault::PadIndexWraps, "pad_index_wraps", {"replay"}},
+      {Fault::CommitWritesReadSlot, "commit_writes_read_slot", {"replay"}},
+      {Fault::WidthCappedAt8, "width_capped_at_8", {"replay"}},
+      {Fault::DecayWeightsFactored, "decay_weights_factored", {"ring"}},
+      {Fault::ConvCommitKeepsWindowTail, "conv_commit_keeps_window_tail", {"replay"}},
+      {Fault::ConvWindowNotCopied, "conv_window_not_copied", {"replay"}},
+      {Fault::ConvFreshKeepsTenantWindow, "conv_fresh_keeps_tenant_window", {"replay"}},
+      {Fault::CaptureWritesLiveState, "capture_writes_live_state", {"replay"}},
+  };
+  return t;
+}
+
+// Value head hv reads key head hv % H (the GGUF pairing) instead of the block mapping hv / G.
+struct GvaModuloHook : TokenHook {
+  int key_head(const ModelConfig& cfg, int hv) const override { return hv % cfg.H; }
+};
+// The decay is skipped: alpha = 1 on every channel.
+struct MissingDecayHook : TokenHook {
+  double alpha(double) const override { return 1.0; }
+};
+// beta is rounded through bf16 in this path only.
+struct BetaRoundingHook : TokenHook {
+  double beta(double b) const override { return round_to(DType::BF16, static_cast<float>(b)); }
+};
+}  // namespace
+
+std::string to_string(Fault f) {
+  for (const auto& i : fault_table())
+    if (i.f == f) return i.name;
+  return "unknown";
+}
+Fault parse_fault(const std::string& s) {
+  std::string known;
+  for (const auto& i : fault_table()) {
+    if (s == i.name) return i.f;
+    known += (known.empty() ? "" : ", ") + std::string(i.name);
+  }
+  fail("fault", "unknown fault '", s, "' (known: ", known, ")");
+}
+std::vector<Fault> all_faults() {
+  std::vector<Fault> v;
+  for (const auto& i : fault_table())
+    if (i.f != Fault::None) v.push_back(i.f);
+  return v;
+}
+std::vector<std::string> fault_targets(Fault f) {
+  for (const auto& i : fault_table())
+    if (i.f == f) return i.targets;
+  return {};
+}
+
+bool shared_engine_fault(Fault f) { return f == Fault::StopTokenPlusOne; }
+
+bool conv_fault(Fault f) {
+  return f == Fault::ConvCommitKeepsWindowTail || f == Fault::ConvWindowNotCopied || f == Fault::ConvFreshKeepsTenantWindow;
+}
+
+std::optional<Reconstruction> fault_reconstruction(Fault f) {
+  if (f == Fault::DecayWeightsFactored) return Reconstruction::ClosedForm;
+  return std::nullopt;
+}
+
+const TokenHook* fault_hook(Fault f) {
+  static const GvaModuloHook gva;
+  static const MissingDecayHook decay;
+  static const BetaRoundingHook beta;
+  switch (f) {
+    case Fault::GvaModulo: return &gva;
+    case Fault::MissingDecayInReplay: return &decay;
+    case Fault::BetaRoundingOnePath: return &beta;
+    default: return nullptr;
+  }
+}
+
+}  // namespace replayssm::ref
