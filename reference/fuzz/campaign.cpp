@@ -55,7 +55,9 @@ namespace {
 ref::EngineSetup setup_for(const FuzzOptions& opt, std::uint64_t case_seed) {
   auto s = ref::make_setup(opt.cfg, case_seed, opt.num_slots, opt.max_T, case_gates(opt.gates, case_seed));
   if (case_conv(opt.conv, case_seed))
-    s.conv = ref::make_conv_setup(opt.cfg, derive_seed(case_seed, 0xc0a7), 4, opt.cfg.act_dtype);
+    s.conv = ref::make_conv_setup(opt.cfg, derive_seed(case_seed, 0xc0a7), opt.conv_shape.kernel_size,
+                                  opt.conv_shape.state_dtype.value_or(opt.cfg.act_dtype), opt.conv_shape.activation,
+                                  opt.conv_shape.bias);
   s.recon = opt.recon;
   s.record_dtype = opt.ring_record_dtype;
   return s;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,15 @@ enum class ConvMix : std::uint8_t { Off, Mix, On };
 ConvMix parse_conv_mix(const std::string& s, const std::string& field);  // "off", "mix", "on"
 bool case_conv(ConvMix mix, std::uint64_t case_seed);
 
+// The conv component of the cases that carry one (ConvMix): kernel size W, the window's state dtype (nullopt: the
+// model's activation dtype), activation and bias. The default is the shipped models' (W = 4, SiLU, no bias).
+struct ConvShape {
+  int kernel_size = 4;
+  std::optional<DType> state_dtype;
+  ref::ConvActivation activation = ref::ConvActivation::Silu;
+  bool bias = false;
+};
+
 struct FuzzOptions {
   std::string target = "replay";   // a target kind (ref::target_kinds())
   ModelConfig cfg;                 // model (num_layers already applied)
@@ -42,6 +52,7 @@ struct FuzzOptions {
   ref::Fault fault = ref::Fault::None;
   GateMix gates = GateMix::Mix;
   ConvMix conv = ConvMix::Off;
+  ConvShape conv_shape;            // the conv component of the cases that carry one
   std::string dump_dir;            // where a failing case is written ("" = current directory)
 };
 

@@ -59,8 +59,12 @@ d="$(ls "$WORK"/d/*.safetensors | head -1)"
 cmp -s "$WORK/c/tiny-gdn__conv__commit_T4_n2.safetensors" "$ROOT/fixtures/conv/tiny-gdn/tiny-gdn__conv__commit_T4_n2.safetensors" || \
   fail "conv generate with the default seed does not reproduce the committed fixture"
 "$BIN" conv fuzz --cases 20 >/dev/null || fail "conv fuzz without a fault failed"
-"$BIN" conv fuzz --cases 20 --fault conv_rollback_to_window >/dev/null; rc=$?
+"$BIN" conv fuzz --cases 20 --fault conv_column_off_by_one --dump-dir "$WORK" >/dev/null; rc=$?
 [ $rc -eq 1 ] || fail "conv fuzz with an injected fault: expected exit 1, got $rc"
+"$BIN" conv fuzz --cases 20 --design full_state --fault conv_rollback_to_window --dump-dir "$WORK" >/dev/null; rc=$?
+[ $rc -eq 1 ] || fail "conv fuzz with a fault of the full-state design: expected exit 1, got $rc"
+"$BIN" conv fuzz --cases 20 --fault conv_rollback_to_window >/dev/null 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "conv fuzz with a fault outside the chosen design: expected exit 2, got $rc"
 "$BIN" fuzz --target replay --preset tiny-gdn --cases 100 --fault off_by_one_accepted --dump-dir "$WORK/e" \
   --export-trace "$WORK/e/case.safetensors" >/dev/null 2>&1; rc=$?
 [ $rc -eq 1 ] && [ -s "$WORK/e/case.safetensors" ] || fail "fuzz --export-trace wrote no trace (rc $rc)"

@@ -37,6 +37,10 @@ const std::vector<FaultInfo>& fault_table() {
       {Fault::ConvCommitKeepsWindowTail, "conv_commit_keeps_window_tail", {"replay"}},
       {Fault::ConvWindowNotCopied, "conv_window_not_copied", {"replay"}},
       {Fault::ConvFreshKeepsTenantWindow, "conv_fresh_keeps_tenant_window", {"replay"}},
+      {Fault::ConvRollbackToWindow, "conv_rollback_to_window", {"full_state"}},
+      {Fault::ConvColumnOffByOne, "conv_column_off_by_one", {"replay", "full_state"}},
+      {Fault::ConvPadRowWritesSlot0, "conv_pad_row_writes_slot0", {"replay", "full_state"}},
+      {Fault::ConvStaleStateOnFreshPrefill, "conv_stale_state_on_fresh_prefill", {"full_state"}},
       {Fault::CaptureWritesLiveState, "capture_writes_live_state", {"replay"}},
   };
   return t;
@@ -84,7 +88,16 @@ std::vector<std::string> fault_targets(Fault f) {
 bool shared_engine_fault(Fault f) { return f == Fault::StopTokenPlusOne; }
 
 bool conv_fault(Fault f) {
-  return f == Fault::ConvCommitKeepsWindowTail || f == Fault::ConvWindowNotCopied || f == Fault::ConvFreshKeepsTenantWindow;
+  switch (f) {
+    case Fault::ConvCommitKeepsWindowTail:
+    case Fault::ConvWindowNotCopied:
+    case Fault::ConvFreshKeepsTenantWindow:
+    case Fault::ConvRollbackToWindow:
+    case Fault::ConvColumnOffByOne:
+    case Fault::ConvPadRowWritesSlot0:
+    case Fault::ConvStaleStateOnFreshPrefill: return true;
+    default: return false;
+  }
 }
 
 std::optional<Reconstruction> fault_reconstruction(Fault f) {

@@ -52,22 +52,30 @@ std::vector<std::vector<float>> ConvSlots::step(const std::vector<TargetRow>& ro
   pending_.assign(rows.size(), std::vector<Pending>(static_cast<std::size_t>(model_.num_layers)));
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const TargetRow& r = rows[i];
-    if (r.row.slot == kPadSlot) continue;  // PAD and graph tail rows: no read, no write, zero outputs
+    // PAD and graph tail rows: no read, no write, zero outputs. The fault ConvPadRowWritesSlot0 clamps a PAD
+    // verify row to slot 0: its window is read from slot 0 and committed there (its outputs stay zero).
+    const bool pad = r.row.slot == kPadSlot;
+    if (pad && !(fault_ == Fault::ConvPadRowWritesSlot0 && r.kind == RowKind::Verify)) continue;
+    const std::int32_t slot = pad ? 0 : r.row.slot, write_slot = pad ? 0 : r.row.write_slot;
     const bool prefill = r.kind == RowKind::Prefill;
     for (std::int32_t l = 0; l < model_.num_layers; ++l) {
       const auto& in = inputs[static_cast<std::size_t>(l)];
       const auto x = conv_raw_inputs(model_, in, r.row.token_offset, r.row.T);
-      const bool zero = prefill && r.fresh && fault_ != Fault::ConvFreshKeepsTenantWindow;
-      const auto from = zero ? zeros : state(l, r.row.slot);
+      // ConvFreshKeepsTenantWindow / ConvStaleStateOnFreshPrefill (the same slip in the two designs): a fresh
+      // prefill starts from the slot's window instead of zeros.
+      const bool stale = fault_ == Fault::ConvFreshKeepsTenantWindow || fault_ == Fault::ConvStaleStateOnFreshPrefill;
+      const bool zero = prefill && r.fresh && !stale;
+      const auto from = zero ? zeros : state(l, slot);
       auto w = conv_update(cc, conv_.params[static_cast<std::size_t>(l)], from, x, r.row.T, ConvPrecision::KernelFaithful,
                            full_state_ && !prefill);
-      std::copy(w.y.begin(), w.y.end(), y[static_cast<std::size_t>(l)].begin() + static_cast<std::ptrdiff_t>(r.row.token_offset * C));
+      if (!pad)
+        std::copy(w.y.begin(), w.y.end(), y[static_cast<std::size_t>(l)].begin() + static_cast<std::ptrdiff_t>(r.row.token_offset * C));
       if (prefill) {  // a prefill chunk commits its whole window inside the step
         put(l, r.row.write_slot, w.final_state);
         continue;
       }
       Pending& p = pending_[i][static_cast<std::size_t>(l)];
-      p.write_slot = r.row.write_slot;
+      p.write_slot = write_slot;
       p.T = r.row.T;
       p.checkpoint = from;
       if (full_state_)
@@ -85,12 +93,16 @@ void ConvSlots::commit(const std::vector<TargetRow>& rows) {
           pending_.size());
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const TargetRow& r = rows[i];
-    if (r.row.slot == kPadSlot || r.kind != RowKind::Verify) continue;
+    if (r.kind != RowKind::Verify) continue;
     for (std::int32_t l = 0; l < model_.num_layers; ++l) {
       const Pending& p = pending_[i][static_cast<std::size_t>(l)];
+      if (p.write_slot == kPadSlot) continue;  // a PAD or graph tail row (nothing pending)
       std::int32_t n = r.row.accepted;
       require(n >= 0 && n <= p.T, "conv_commit.accepted", "row ", i, ": ", n, " outside [0, T=", p.T, "]");
-      if (fault_ == Fault::ConvCommitKeepsWindowTail) n = p.T;  // the fault: every draft taken as accepted
+      // ConvCommitKeepsWindowTail / ConvRollbackToWindow (the same slip in the two designs): every draft taken
+      // as accepted. ConvColumnOffByOne: the window ends one token early.
+      if (fault_ == Fault::ConvCommitKeepsWindowTail || fault_ == Fault::ConvRollbackToWindow) n = p.T;
+      if (fault_ == Fault::ConvColumnOffByOne && n > 0) n -= 1;
       if (n == 0) continue;  // nothing accepted: the slot keeps its bytes
       put(l, p.write_slot, full_state_ ? conv_commit_full_state(p.checkpoint, p.states, n)
                                        : conv_commit_replay(conv_.cfg, p.checkpoint, p.x, p.T, n));

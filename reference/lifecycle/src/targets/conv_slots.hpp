@@ -16,8 +16,9 @@ namespace replayssm::ref {
 
 class ConvSlots {
  public:
-  // fault: the conv faults of the catalogue act here (ConvCommitKeepsWindowTail, ConvWindowNotCopied,
-  // ConvFreshKeepsTenantWindow); any other is ignored.
+  // fault: the conv faults of the catalogue act here (conv_fault(): ConvCommitKeepsWindowTail and
+  // ConvRollbackToWindow, ConvWindowNotCopied, ConvFreshKeepsTenantWindow and ConvStaleStateOnFreshPrefill,
+  // ConvColumnOffByOne, ConvPadRowWritesSlot0); any other is ignored.
   void setup(const EngineSetup& s, bool full_state, Fault fault);
   bool on() const { return on_; }
   // rows in canonical form (canonical_rows: PAD and graph tail rows carry kPadSlot).

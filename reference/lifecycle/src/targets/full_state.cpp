@@ -2,13 +2,20 @@
 // through the batch-level reference of the CUDA full-state kernels.
 #include "pooled.hpp"
 
+#include <algorithm>
+
+#include "replayssm/error.hpp"
+
 namespace replayssm::ref {
 
 namespace {
 
 class FullStateTarget : public PooledTarget {
  public:
-  FullStateTarget() { conv_full_state_ = true; }
+  explicit FullStateTarget(Fault f) {
+    conv_full_state_ = true;
+    conv_fault_ = f;
+  }
   std::string name() const override { return "full_state"; }
   std::string design() const override { return "full_state"; }
   bool bit_exact() const override { return true; }
@@ -41,6 +48,11 @@ class FullStateTarget : public PooledTarget {
 
 }  // namespace
 
-std::unique_ptr<Target> make_full_state_target() { return std::make_unique<FullStateTarget>(); }
+std::unique_ptr<Target> make_full_state_target(Fault fault) {
+  const auto ts = fault_targets(fault);
+  require(fault == Fault::None || std::find(ts.begin(), ts.end(), "full_state") != ts.end(), "fault", "fault '",
+          to_string(fault), "' does not live in the full_state target (only conv faults of the full-state design do)");
+  return std::make_unique<FullStateTarget>(fault);
+}
 
 }  // namespace replayssm::ref

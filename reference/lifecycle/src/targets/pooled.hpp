@@ -71,7 +71,9 @@ class PooledTarget : public Target {
   Fault conv_fault_ = Fault::None;
 };
 
-std::unique_ptr<Target> make_full_state_target();
+// fault: a conv fault listed for "full_state" (fault_targets) or None; Error("fault") for any other (the oracle's
+// recurrent path has no faults).
+std::unique_ptr<Target> make_full_state_target(Fault fault = Fault::None);
 std::unique_ptr<Target> make_replay_target(Fault fault);
 // The replay design computed as a TF32 kernel computes it (dot-product operands rounded to TF32): the
 // evidence that the tf32 precision tier's budget holds for a correct implementation of that tier.

@@ -9,7 +9,7 @@ namespace replayssm::ref {
 namespace {
 std::map<std::string, std::function<std::unique_ptr<Target>(Fault)>>& registry() {
   static std::map<std::string, std::function<std::unique_ptr<Target>(Fault)>> r{
-      {"full_state", [](Fault) { return make_full_state_target(); }},
+      {"full_state", [](Fault f) { return make_full_state_target(f); }},
       {"replay", [](Fault f) { return make_replay_target(f); }},
       {"replay_tf32",
        [](Fault f) {

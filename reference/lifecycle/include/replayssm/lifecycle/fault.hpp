@@ -54,6 +54,14 @@ enum class Fault : std::uint8_t {
   ConvWindowNotCopied,        // a slot copy moves the recurrent state but not the conv window
   ConvFreshKeepsTenantWindow, // a fresh prefill starts its conv from the window the slot holds (a finished or
                               // preempted tenant's columns, or poison) instead of zeros
+  ConvRollbackToWindow,       // the full-state conv design's commit keeps the window state after all T tokens
+                              // (no rollback to the accepted n): conv_commit_keeps_window_tail in that design
+  ConvColumnOffByOne,         // the committed conv window ends one token early (accepted index n - 1 read as
+                              // n - 2): the columns of tokens 1..n-1 are kept, n = 1 keeps the checkpoint
+  ConvPadRowWritesSlot0,      // a PAD (or graph tail) verify row's conv window is clamped to slot 0: read from
+                              // slot 0 and, at the commit, written there
+  ConvStaleStateOnFreshPrefill,  // the full-state conv design's fresh prefill starts from what the slot holds
+                                 // instead of zeros: conv_fresh_keeps_tenant_window in that design
   CaptureWritesLiveState,     // capturing a new CUDA-graph bucket while requests are live warms the step up on the
                               // persistent index buffer's current contents (the slots of the last step) instead of
                               // PAD rows, and the warm-up commits its dummy window into those live slots
@@ -63,7 +71,8 @@ inline constexpr std::int32_t kFaultWidthCap = 8;
 std::string to_string(Fault f);
 Fault parse_fault(const std::string& s);  // Error("fault") listing the names
 std::vector<Fault> all_faults();          // every fault except None
-// Targets on which a fault can occur ("replay", "ring", or both for engine bookkeeping faults).
+// Targets on which a fault can occur ("replay", "ring", or both for engine bookkeeping faults; "full_state" for
+// the conv faults of the full-state conv design, which the full_state target carries while the oracle does not).
 std::vector<std::string> fault_targets(Fault f);
 // Faults of the engine's bookkeeping that the oracle's engine shares (a slip in the one Engine both sides
 // run): only the independent bookkeeping model of the fuzz generator can see them.
