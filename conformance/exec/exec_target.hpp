@@ -6,103 +6,21 @@
 // dtype) is killed and the next case starts a fresh one. Every failure is an Error whose field names the
 // command and the field ("target.step.o.1", "target.io", "target.hello.version", ...) and whose message
 // carries the child's status and the tail of its stderr.
+//
+// The pieces: capabilities.hpp (the protocol's versions and what an implementation claims), connection.hpp (its
+// process: hello, budgets, transport statistics, shutdown), this header (the lifecycle commands and `fixture`).
 #pragma once
 
-#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
-#include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
-#include "replayssm/compare.hpp"
-#include "replayssm/config.hpp"
+#include "capabilities.hpp"
+#include "connection.hpp"
 #include "replayssm/fixture.hpp"
 #include "replayssm/lifecycle/target.hpp"
-#include "replayssm/tier.hpp"
 
 namespace replayssm::exec {
-
-// 1.1 added the `fixture` command (the fixture-op capability).
-// 1.2 added graph padding, PAD conventions and out-of-place commits.
-// 1.3 added the conv fixture ops (conv.prefill, conv.update, conv.commit) to `fixture_ops`.
-// 1.4 added the `capture` command (the `capture` capability: a CUDA-graph bucket captured while requests are live).
-// 1.5 added the lifecycle's conv component (the `conv_state` capability; exec_conv.hpp).
-inline constexpr int kProtocolMajor = 1, kProtocolMinor = 5;
-// The protocol minor version that added the `capture` command; an implementation answering less is never sent it.
-inline constexpr int kCaptureMinor = 4;
-// The protocol minor version that added the conv component (`conv_state`); an implementation answering less is
-// never sent a setup with `conv` nor a conv command.
-inline constexpr int kConvStateMinor = 5;
-// Sends `shutdown` to every live target process (one per command line, reused across cases) and waits up to
-// kShutdownGraceMs for each to exit before killing its process group. Also runs at program exit.
-void shutdown_targets();
-// Milliseconds a target may take to exit after `shutdown` before its process group is killed.
-inline constexpr int kShutdownGraceMs = 10000;
-inline constexpr const char* kProtocolName = "replayssm.target";
-
-// What an implementation says it can do (the "capabilities" object of its hello answer).
-struct Capabilities {
-  std::string name;                                        // the implementation's own name
-  std::vector<Op> ops{Op::GDN, Op::KDA};
-  std::vector<DType> act_dtypes{DType::F32, DType::BF16};
-  std::vector<DType> state_dtypes{DType::F32, DType::BF16};
-  std::vector<StateLayout> layouts{StateLayout::VK, StateLayout::KV};
-  std::vector<L2Norm> l2norms{L2Norm::RsqrtMul, L2Norm::DivSqrt};
-  std::vector<KdaGate> kda_gates{KdaGate::Softplus, KdaGate::LowerBoundSigmoid};
-  bool round_beta_to_act = true;                           // supports configs that round beta through bf16
-  std::vector<int> gva_ratios;                             // empty: any HV / H
-  std::vector<int> K, V;                                   // empty: any
-  int max_T = 64;
-  int max_layers = 1 << 20;
-  bool copy_slot = true;
-  bool bit_exact = false;                                  // claims bit-exact agreement with the oracle
-  Tier tier = Tier::Fp32;                                  // the precision tier it claims (tier.hpp)
-  bool pad_outputs_zero = false;                           // claims PAD rows' outputs are exact zeros
-  std::string design = "other";                            // full_state, replay, spec_ring, decode_ring, other
-  std::vector<std::string> fixture_ops;                    // fixture ops it implements (docs/target-protocol.md):
-                                                           // a subset of kFixtureOps, no op twice
-  int protocol_minor = kProtocolMinor;                     // the minor version the implementation answered (not
-                                                           // part of the capabilities object; `fixture` needs >= 1)
-  // Protocol 1.2 (docs/target-protocol.md, "Graph padding, PAD conventions and out-of-place commits"): the PAD conventions it follows
-  // and whether it handles captured batches whose rows beyond live_rows are a stale or PAD graph tail.
-  std::vector<ref::PadConvention> pad_conventions{ref::PadConvention::MinusOne};
-  bool graph_padding = false;
-  bool out_of_place_commit = false;  // verify rows with write_slot != slot (the read slot left untouched)
-  // Protocol 1.4: takes `capture` (a new CUDA-graph bucket captured while requests are live). Only honoured
-  // for an implementation answering 1.4 or later (captures()).
-  bool capture = false;
-  bool captures() const { return capture && protocol_minor >= kCaptureMinor; }
-  // Protocol 1.5: keeps a conv window per slot and layer (setup.conv, conv_step, conv_commit,
-  // conv_committed_state, conv_pool). Only honoured for an implementation answering 1.5 or later.
-  bool conv_state = false;
-  bool conv_states() const { return conv_state && protocol_minor >= kConvStateMinor; }
-
-  // Reads the hello answer's "capabilities" object; Error("target.hello.capabilities.<key>").
-  static Capabilities from_json(const nlohmann::json& j);
-  nlohmann::json to_json() const;
-  // "" when cfg (with max_T and num_layers) is inside the capabilities, else why not ("act_dtype BF16 not
-  // supported").
-  std::string unsupported(const ModelConfig& cfg, int max_T) const;
-  // The same for a conv.* fixture (protocol 1.3), which has no GDN/KDA model configuration: its activation and
-  // state dtypes against act_dtypes / state_dtypes, and the verify window of conv.update / conv.commit against
-  // max_T (0 for conv.prefill: a prompt chunk is not bounded by max_T).
-  std::string unsupported_conv(DType act_dtype, DType state_dtype, int window) const;
-  // Whether `fixture` may be sent for fixture op `op`: claimed, and the implementation speaks the minor version
-  // that introduced it (fixture_op_minor).
-  bool runs_fixture_op(const std::string& op) const;
-};
-
-// The fixture ops an implementation can claim: the golden operations (reference/golden.hpp, protocol 1.1) and
-// the short convolution's ops (reference/conv_fixture.hpp, protocol 1.3).
-inline const std::vector<std::string> kFixtureOps{"recurrent", "chunked",      "mtp_verify",  "replay_commit",
-                                                  "mtp_batch", "conv.prefill", "conv.update", "conv.commit"};
-// The protocol minor version that introduced fixture op `op`: 3 for the conv.* ops, 1 for the others.
-int fixture_op_minor(const std::string& op);
-// Why an implementation answering protocol 1.<minor> is not sent fixture op `op` ("the target speaks protocol 1.2,
-// which has no fixture op 'conv.update' (added in 1.3)"); call it only when minor < fixture_op_minor(op).
-std::string protocol_gap(int minor, const std::string& op);
 
 // Runs one static fixture through the implementation behind COMMAND (the `fixture` command): sends the
 // fixture's op, config and in.* / param.* tensors, and returns the answered out.* tensors, parsed strictly
@@ -110,34 +28,6 @@ std::string protocol_gap(int minor, const std::string& op);
 // for a refusal, a failed process or a misfit answer; Error("target.fixture") when the implementation does not
 // claim the fixture's op.
 std::map<std::string, Tensor> run_fixture(const std::string& command, const Fixture& f);
-
-// Per-command timeout of every exec target (seconds; default 60).
-void set_timeout(double seconds);
-double timeout();
-// Start-up budget of every exec target and engine (seconds; default 300): how long a new process may take to
-// answer `hello` (interpreter start, imports, a JIT warm-up). Apart from the per-command timeout, so that a
-// short timeout meant for hangs does not fail a target that is merely slow to start on a loaded machine.
-void set_startup_timeout(double seconds);
-double startup_timeout();
-// What a timed-out command's verdict adds to its message: ", start-up budget 300 s (--target-startup-timeout)"
-// or ", per-command timeout 1.5 s (--target-timeout)".
-std::string deadline_note(bool startup, double seconds);
-
-// Capabilities of the implementation behind COMMAND (starts it if needed).
-Capabilities capabilities(const std::string& command);
-
-// Where the time of the commands sent to COMMAND's processes went (all processes since the start of this
-// program, or since reset_transport_stats): round trips as the judge saw them, the part the implementation
-// reported as its own compute (answers' compute_s), frame encoding and decoding here, and bytes moved.
-struct TransportStats {
-  long long commands = 0;
-  double round_trip_s = 0, target_compute_s = 0, codec_s = 0;
-  long long bytes_sent = 0, bytes_received = 0;
-  // Round trips minus the target's compute, plus encoding and decoding: the cost of the protocol itself.
-  double transport_s() const { return round_trip_s - target_compute_s + codec_s; }
-};
-TransportStats transport_stats(const std::string& command);
-void reset_transport_stats(const std::string& command);
 
 // The target for "exec:COMMAND"; make_target("exec:...") calls this after register_exec_targets().
 std::unique_ptr<ref::Target> make_exec_target(const std::string& command);
