@@ -22,7 +22,8 @@ namespace replayssm::fuzz {
 nlohmann::json FuzzReport::to_json() const {
   return nlohmann::json{{"target", target},   {"covered", covered}, {"not_covered", not_covered},
                         {"cases_passed", cases_passed}, {"failed", failed},
-                        {"reason", reason},   {"counterexample", counterexample},
+                        {"reason", reason},   {"check", check}, {"call", call},
+                        {"counterexample", counterexample},
                         {"reproduce", reproduce}, {"dump_path", dump_path}, {"seconds", seconds},
                         {"cases_per_second", cases_per_second}};
 }
@@ -109,7 +110,8 @@ FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress) {
               ref::to_string(*recon), " reconstruction: run it with --recon ", ref::to_string(*recon));
   }
   std::vector<ref::Cmd> last_seq;
-  std::string last_reason;
+  std::string last_reason, last_call;
+  std::optional<ref::Check> last_check;
   ref::EngineSetup last_setup;
   int case_no = 0;
   const auto t0 = std::chrono::steady_clock::now();
@@ -119,6 +121,8 @@ FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress) {
     ++case_no;
     LifecycleJudging judging;
     judging.failed_setup = &last_setup;  // the setup the case ran with (its PAD convention drawn per case)
+    judging.failed_check = &last_check;
+    judging.failed_call = &last_call;
     check_lifecycle(setup, opt.target, opt.fault, &last_seq, &last_reason, judging);
     if (progress) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -132,6 +136,8 @@ FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress) {
   if (r.kind == PropertyOutcome::Kind::Failed) {
     rep.failed = true;
     rep.reason = last_reason.empty() ? r.description : last_reason;
+    rep.check = last_check ? ref::to_string(*last_check) : "";
+    rep.call = last_call;
     rep.counterexample = r.counterexample;
     // The campaign is deterministic in (options, seed); the dump replays the shrunk case alone.
     rep.reproduce = "--seed " + std::to_string(opt.seed);

@@ -63,6 +63,8 @@ struct FuzzReport {
   int cases_passed = 0;
   bool failed = false;
   std::string reason;              // first disagreement of the shrunk case
+  std::string check;               // the judge's check that failed it (ref::to_string(Check)), "" for an error
+  std::string call;                // the call it judged: "step", "commit", a command kind, or "bookkeeping"
   std::string counterexample;      // RapidCheck's description of the shrunk case
   std::string reproduce;           // RC_PARAMS reproduce string
   std::string dump_path;           // replayable safetensors file of the shrunk case

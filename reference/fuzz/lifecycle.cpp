@@ -134,10 +134,11 @@ struct LifecycleCommand : Base {
   Cmd c;
   void run(const LifecycleModel& before, LifecycleSut& sut) const override {
     std::string err = sut.judge.apply(c);
-    if (err.empty()) {
+    if (err.empty() && sut.bookkeeping) {
       LifecycleModel after = before;
       apply(after);
       err = bookkeeping_disagreement(after, sut.judge.oracle());
+      sut.bookkeeping_failed = !err.empty();
     }
     if (!err.empty()) {
       sut.failure = err;
@@ -382,7 +383,8 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
   m0.max_rows = s.max_rows();
   m0.out_of_place = out_of_place;
   if (judging.failed_setup) *judging.failed_setup = s;
-  LifecycleSut sut{ref::Judge(s, target, fault, judging.tier), {}};
+  LifecycleSut sut{ref::Judge(s, target, fault, judging.tier, judging.disabled), {}};
+  sut.bookkeeping = !judging.disabled.count(ref::Check::Bookkeeping);
   m0.allow_copy = sut.judge.sut().target().implements_copy();
   try {
     auto cmds = *command_gen(m0);
@@ -441,24 +443,33 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
       if (last_reason) *last_reason = sut.failure;
       if (judging.failed_comparison) *judging.failed_comparison = sut.judge.failed_comparison();
       if (judging.failed_tolerance) *judging.failed_tolerance = sut.judge.failed_tolerance();
+      if (judging.failed_check)
+        *judging.failed_check = sut.bookkeeping_failed ? std::optional<ref::Check>(ref::Check::Bookkeeping)
+                                                       : sut.judge.failed_check();
+      if (judging.failed_call)
+        *judging.failed_call = sut.bookkeeping_failed ? std::string("bookkeeping") : sut.judge.failed_call();
     }
     throw;
   }
 }
 
 std::string replay_sequence(const ref::EngineSetup& setup, const std::string& target, ref::Fault fault,
-                            const std::vector<ref::Cmd>& cmds) {
-  ref::Judge judge(setup, target, fault);
+                            const std::vector<ref::Cmd>& cmds, const std::set<ref::Check>& disabled,
+                            std::size_t* failed_at) {
+  ref::Judge judge(setup, target, fault, std::nullopt, disabled);
   LifecycleModel model;
   model.num_slots = setup.num_slots;
   model.max_T = setup.max_T;
   for (std::size_t i = 0; i < cmds.size(); ++i) {
     std::string err = judge.apply(cmds[i]);
-    if (err.empty()) {
+    if (err.empty() && !disabled.count(ref::Check::Bookkeeping)) {
       model.apply(cmds[i]);
       err = bookkeeping_disagreement(model, judge.oracle());
     }
-    if (!err.empty()) return "command " + std::to_string(i) + " (" + cmds[i].str() + "): " + err;
+    if (!err.empty()) {
+      if (failed_at) *failed_at = i;
+      return "command " + std::to_string(i) + " (" + cmds[i].str() + "): " + err;
+    }
   }
   return {};
 }

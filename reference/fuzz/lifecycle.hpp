@@ -9,6 +9,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,8 @@ std::string bookkeeping_disagreement(const LifecycleModel& want, const ref::Engi
 struct LifecycleSut {
   ref::Judge judge;
   std::string failure;  // description of the first disagreement (empty while all agree)
+  bool bookkeeping = true;  // the independent model's check (Check::Bookkeeping) is on
+  bool bookkeeping_failed = false;
 };
 
 // How a run is judged beyond the defaults: at a precision tier (Judge's judge_tier), and where the failing
@@ -62,6 +65,11 @@ struct LifecycleJudging {
   ref::EngineSetup* failed_setup = nullptr;
   std::optional<CompareReport>* failed_comparison = nullptr;
   Tolerance* failed_tolerance = nullptr;
+  // Checks turned off (the judge's teeth test only; Check::Bookkeeping is the generator model's own check), and
+  // where the failing check and call of the last failure are stored ("bookkeeping" for the model's check).
+  std::set<ref::Check> disabled;
+  std::optional<ref::Check>* failed_check = nullptr;
+  std::string* failed_call = nullptr;
 };
 
 // Runs one generated command sequence (call inside a RapidCheck property). The case's PAD convention is drawn
@@ -86,6 +94,7 @@ std::vector<ref::Cmd> generate_commands(std::int32_t num_slots, std::int32_t max
 // Replays a recorded command sequence on a fresh judge, with the bookkeeping model checked after every
 // command as in check_lifecycle; returns the first disagreement or "".
 std::string replay_sequence(const ref::EngineSetup& setup, const std::string& target, ref::Fault fault,
-                            const std::vector<ref::Cmd>& cmds);
+                            const std::vector<ref::Cmd>& cmds, const std::set<ref::Check>& disabled = {},
+                            std::size_t* failed_at = nullptr);
 
 }  // namespace replayssm::fuzz

@@ -157,6 +157,7 @@ void print_report(const fuzz::FuzzReport& r, const FuzzArgs& a) {
                 r.cases_per_second, r.not_covered.empty() ? "" : ("  (not covered: " + r.not_covered + ")").c_str());
   if (r.failed) {
     std::printf("  reason: %s\n", r.reason.c_str());
+    if (!r.check.empty()) std::printf("  caught by check: %s (after %s)\n", r.check.c_str(), r.call.c_str());
     // An exec: target's command is given again on replay: a command is never taken from a file.
     const bool exec = r.target.rfind("exec:", 0) == 0;
     if (!r.dump_path.empty())

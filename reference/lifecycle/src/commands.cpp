@@ -28,6 +28,8 @@ const char* kind_name(Cmd::Kind k) {
 }
 }  // namespace
 
+std::string to_string(Cmd::Kind k) { return kind_name(k); }
+
 nlohmann::json Cmd::to_json() const {
   nlohmann::json j{{"kind", kind_name(kind)}};
   switch (kind) {

@@ -71,13 +71,24 @@ void Engine::start_fresh(Request& r, std::int32_t slot, const std::vector<Sequen
   r.pending_fresh = true;
 }
 
-std::vector<std::vector<float>> Engine::execute(const Cmd& c) {
+void Engine::clear_last() {
   last_written_.clear();
   last_kept_.clear();
   last_read_only_.clear();
   last_rows_.clear();
   last_inputs_.clear();
   last_conv_outputs_.clear();
+  step_writes_ = StepWrites{};
+}
+
+std::vector<std::vector<float>> Engine::execute(const Cmd& c) {
+  if (c.kind == Cmd::Kind::Step) {
+    auto out = begin_step(c);
+    finish_step();
+    return out;
+  }
+  require(!in_step_, "cmd", "a step is in progress: only its commit (finish_step) may follow");
+  clear_last();
   switch (c.kind) {
     case Cmd::Kind::Admit: admit(c); return {};
     case Cmd::Kind::Finish: finish(c); return {};
@@ -85,7 +96,7 @@ std::vector<std::vector<float>> Engine::execute(const Cmd& c) {
     case Cmd::Kind::Copy: copy(c); return {};
     case Cmd::Kind::Preempt: preempt(c); return {};
     case Cmd::Kind::Resume: resume(c); return {};
-    case Cmd::Kind::Step: return step(c);
+    case Cmd::Kind::Step: break;  // handled above
     case Cmd::Kind::Capture: capture(c); return {};
   }
   fail("cmd.kind", "unknown command kind");
@@ -254,11 +265,15 @@ std::int32_t Engine::commit_length(const RowSpec& rs) const {
   return rs.accepted;
 }
 
-std::vector<std::vector<float>> Engine::step(const Cmd& c) {
+std::vector<std::vector<float>> Engine::begin_step(const Cmd& c) {
+  require(c.kind == Cmd::Kind::Step, "cmd.kind", "begin_step takes a step command");
+  require(!in_step_, "cmd", "a step is in progress: only its commit (finish_step) may follow");
+  clear_last();
   PackedStep s = pack_step(c);
   for (std::size_t i = 0; i < s.rows.size(); ++i) {
     const BatchRow& b = s.rows[i].row;
-    last_rows_.push_back(PackedRow{s.spec[i] ? s.spec[i]->req : -1, b.token_offset, b.T});
+    last_rows_.push_back(PackedRow{s.spec[i] ? s.spec[i]->req : -1, b.token_offset, b.T,
+                                   s.spec[i] != nullptr && s.rows[i].kind == RowKind::Prefill});
     if (s.spec[i]) last_written_.push_back(b.write_slot);  // an out-of-place row's read slot is not written
     if (s.spec[i] && b.write_slot != b.slot) {
       last_read_only_.push_back(b.slot);
@@ -266,9 +281,20 @@ std::vector<std::vector<float>> Engine::step(const Cmd& c) {
     }
   }
   if (setup_.pad_convention == PadConvention::PadSlot) last_written_.push_back(setup_.pad_sentinel());
+  step_writes_ = step_writes(canonical_rows(s.rows, setup_), setup_);
   auto out = target_->step(wire_rows(s.rows), s.packed);
   last_inputs_ = s.packed;
   if (setup_.conv) last_conv_outputs_ = target_->conv_step(wire_rows(s.rows), s.packed);
+  in_step_ = std::move(s);
+  in_step_cmd_ = c;
+  return out;
+}
+
+void Engine::finish_step() {
+  require(in_step_.has_value(), "cmd", "no step in progress to commit");
+  PackedStep s = std::move(*in_step_);
+  in_step_.reset();
+  const Cmd& c = in_step_cmd_;
   for (std::size_t i = 0; i < s.rows.size(); ++i) {
     if (!s.spec[i] || s.rows[i].kind != RowKind::Verify) continue;
     s.rows[i].row.accepted = commit_length(*s.spec[i]);
@@ -288,7 +314,6 @@ std::vector<std::vector<float>> Engine::step(const Cmd& c) {
       graph_buffer_[i].graph_tail = false;
     }
   }
-  return out;
 }
 
 void Engine::record_commits(const PackedStep& s) {

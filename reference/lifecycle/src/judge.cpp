@@ -11,11 +11,60 @@
 
 namespace replayssm::ref {
 
-Judge::Judge(const EngineSetup& setup, const std::string& target_kind, Fault fault, std::optional<Tier> judge_tier)
+namespace {
+struct CheckName {
+  Check c;
+  const char* name;
+};
+constexpr CheckName kCheckNames[] = {
+    {Check::Outputs, "outputs"},          {Check::PadZeros, "pad_zeros"},
+    {Check::NanTripwire, "nan_tripwire"}, {Check::Requests, "requests"},
+    {Check::States, "states"},            {Check::OracleSelfCheck, "oracle_self_check"},
+    {Check::Untouched, "untouched"},      {Check::Gaps, "gaps"},
+    {Check::KeptAtZero, "kept_at_zero"},  {Check::ReadOnly, "read_only"},
+    {Check::StatesAfterStep, "states_after_step"}, {Check::UntouchedAfterStep, "untouched_after_step"},
+    {Check::ConvOutputs, "conv_outputs"}, {Check::ConvWindows, "conv_windows"},
+    {Check::ConvUntouched, "conv_untouched"}, {Check::Bookkeeping, "bookkeeping"},
+};
+}  // namespace
+
+std::string to_string(Check c) {
+  for (const auto& n : kCheckNames)
+    if (n.c == c) return n.name;
+  return "unknown";
+}
+Check parse_check(const std::string& s) {
+  std::string known;
+  for (const auto& n : kCheckNames) {
+    if (s == n.name) return n.c;
+    known += (known.empty() ? "" : ", ") + std::string(n.name);
+  }
+  fail("check", "unknown check '", s, "' (known: ", known, ")");
+}
+std::vector<Check> all_checks() {
+  std::vector<Check> v;
+  for (const auto& n : kCheckNames) v.push_back(n.c);
+  return v;
+}
+
+Judge::Judge(const EngineSetup& setup, const std::string& target_kind, Fault fault, std::optional<Tier> judge_tier,
+             std::set<Check> disabled)
     : oracle_(make_target("full_state"), setup, shared_engine_fault(fault) ? fault : Fault::None),
       sut_(make_target(target_kind, fault), setup,
            fault == Fault::EarlyStopCommitsWholeRun || shared_engine_fault(fault) ? fault : Fault::None),
-      tier_(judge_tier) {}
+      tier_(judge_tier),
+      disabled_(std::move(disabled)) {}
+
+template <class F>
+std::string Judge::run_check(Check check, const char* call, F&& f) const {
+  if (disabled_.count(check)) return {};
+  std::string why = f();
+  if (!why.empty()) {
+    if (!failed_check_) failed_check_ = check;  // a sub-rule (PAD zeros, NaN tripwire) may have named itself
+    failed_call_ = call;
+  }
+  return why;
+}
 
 namespace {
 double max_abs(const std::vector<float>& x) {
@@ -42,6 +91,8 @@ CompareReport Judge::compare_values(const std::vector<float>& ref, const std::ve
 std::string Judge::apply(const Cmd& c) {
   executed_.push_back(c);
   failed_.reset();
+  failed_check_.reset();
+  failed_call_.clear();
   const std::int32_t L = oracle_.setup().cfg.num_layers;
   Outputs before_o, before_s;
   for (std::int32_t l = 0; l < L; ++l) before_o.push_back(oracle_.target().pool(l));
@@ -62,12 +113,23 @@ std::string Judge::apply(const Cmd& c) {
       return std::string("implementation failed before the command: ") + e.what();
     }
   }
+  if (c.kind != Cmd::Kind::Step) {
+    oracle_.execute(c);  // an Error here means the command itself is invalid: propagate
+    try {
+      sut_.execute(c);
+    } catch (const Error& e) {
+      return std::string("implementation raised an error the oracle did not: ") + e.what();
+    }
+    return after_last_call(c, to_string(c.kind).c_str(), before_o, before_s, windows_before, conv_before_o,
+                           conv_before_s);
+  }
+  // A step in its two calls, judged after each (call_rules.hpp).
   std::map<std::int32_t, Before> pos;
   for (const auto& [id, r] : oracle_.requests()) pos[id] = Before{r.history[0].T, r.slot};
-  const auto out_o = oracle_.execute(c);  // an Error here means the command itself is invalid: propagate
+  const auto out_o = oracle_.begin_step(c);  // an Error here means the command itself is invalid: propagate
   Outputs out_s;
   try {
-    out_s = sut_.execute(c);
+    out_s = sut_.begin_step(c);
   } catch (const Error& e) {
     return std::string("implementation raised an error the oracle did not: ") + e.what();
   }
@@ -75,11 +137,48 @@ std::string Judge::apply(const Cmd& c) {
   // there too (it crashed, hung, answered malformed data), which is a verdict, not a crash of the judge.
   try {
     std::string why;
-    if (c.kind == Cmd::Kind::Step && !(why = check_outputs(out_o, out_s, pos, c)).empty()) return why;
-    if (!(why = check_requests()).empty()) return why;
-    if (!(why = check_states()).empty()) return why;
-    if (!(why = check_untouched(c, before_o, before_s)).empty()) return why;
-    return conv ? check_conv(c, windows_before, conv_before_o, conv_before_s) : std::string();
+    if (!(why = run_check(Check::Outputs, "step", [&] { return check_outputs(out_o, out_s, pos, c); })).empty())
+      return why;
+    if (conv && !(why = run_check(Check::ConvOutputs, "step", [&] { return check_conv_outputs(windows_before); })).empty())
+      return why;
+    if (!(why = run_check(Check::StatesAfterStep, "step", [&] { return check_states_after_step(); })).empty())
+      return why;
+    if (!(why = run_check(Check::UntouchedAfterStep, "step",
+                          [&] { return check_untouched_after_step(c, before_o, before_s); })).empty())
+      return why;
+  } catch (const Error& e) {
+    return std::string("implementation failed while its results were read after step: ") + e.what();
+  }
+  oracle_.finish_step();
+  try {
+    sut_.finish_step();
+  } catch (const Error& e) {
+    return std::string("implementation raised an error the oracle did not: ") + e.what();
+  }
+  return after_last_call(c, "commit", before_o, before_s, windows_before, conv_before_o, conv_before_s);
+}
+
+std::string Judge::after_last_call(const Cmd& c, const char* call, const Outputs& before_o, const Outputs& before_s,
+                                   const Windows& windows_before, const Outputs& conv_before_o,
+                                   const Outputs& conv_before_s) {
+  (void)windows_before;
+  // States, OracleSelfCheck, Untouched, Gaps, KeptAtZero and ReadOnly name themselves inside their functions.
+  auto named = [&](std::string why) {
+    if (!why.empty()) failed_call_ = call;
+    return why;
+  };
+  try {
+    std::string why;
+    if (!(why = run_check(Check::Requests, call, [&] { return check_requests(); })).empty()) return why;
+    if (!(why = named(check_states())).empty()) return why;
+    if (!(why = named(check_untouched(c, before_o, before_s))).empty()) return why;
+    if (oracle_.setup().conv) {
+      if (!(why = run_check(Check::ConvWindows, call, [&] { return check_conv_windows(); })).empty()) return why;
+      if (!(why = run_check(Check::ConvUntouched, call,
+                            [&] { return check_conv_untouched(c, conv_before_o, conv_before_s); })).empty())
+        return why;
+    }
+    return why;
   } catch (const Error& e) {
     return std::string("implementation failed while its results were read: ") + e.what();
   }
@@ -104,8 +203,11 @@ std::string Judge::check_outputs(const Outputs& out_o, const Outputs& out_s, con
       std::vector<float> ro(out_o[l].begin() + b, out_o[l].begin() + b + n);
       std::vector<float> so(out_s[l].begin() + b, out_s[l].begin() + b + n);
       if (pr.req < 0) {  // PAD: zeros where claimed (the oracle always claims them)
+        if (!enabled(Check::PadZeros)) continue;
         const std::vector<float> zeros(n, 0.0f);
         if (!bitwise_equal(ro, zeros) || (sut_.target().pad_outputs_zero() && !bitwise_equal(so, zeros))) {
+          failed_check_ = Check::PadZeros;
+          failed_call_ = "step";
           why << "layer " << l << ": PAD row outputs are not zero (oracle " << compare(zeros, ro, Tolerance::exact()).str()
               << "; implementation " << compare(zeros, so, Tolerance::exact()).str() << ")";
           return why.str();
@@ -113,7 +215,7 @@ std::string Judge::check_outputs(const Outputs& out_o, const Outputs& out_s, con
         continue;
       }
       // NaN tripwire: a non-finite output where the other side's is finite, or any on the oracle's side.
-      for (std::size_t e = 0; e < n; ++e) {
+      for (std::size_t e = 0; e < n && enabled(Check::NanTripwire); ++e) {
         const bool oracle_bad = !std::isfinite(ro[e]);
         if (!oracle_bad && std::isfinite(so[e])) continue;
         const std::int32_t t = static_cast<std::int32_t>(e / per);
@@ -124,6 +226,8 @@ std::string Judge::check_outputs(const Outputs& out_o, const Outputs& out_s, con
             << (at != before.end() ? at->second.position : 0) + t << " (window token " << t << "), command "
             << executed_.size() - 1 << " [" << c.str() << "], (hv, v) = (" << (e % per) / cfg.V << ", " << e % cfg.V
             << ")";
+        failed_check_ = Check::NanTripwire;
+        failed_call_ = "step";
         return why.str();
       }
       const auto rep = compare_values(ro, so, false);
@@ -160,17 +264,19 @@ std::string Judge::check_states() const {
     if (r.slot == kPadSlot) continue;
     for (std::int32_t l = 0; l < oracle_.setup().cfg.num_layers; ++l) {
       const auto so = oracle_.target().committed_state(l, r.slot);
-      if (r.pending[0].T == 0 || !r.pending_fresh) {
+      if ((r.pending[0].T == 0 || !r.pending_fresh) && enabled(Check::OracleSelfCheck)) {
         const auto rc = compare(oracle_.recompute(id, l), so, Tolerance::exact());
         if (!rc.ok) {
           why << "oracle self-check failed: request " << id << " layer " << l << ": " << rc.str();
+          failed_check_ = Check::OracleSelfCheck;
           return why.str();
         }
       }
-      if (r.pending_fresh) continue;  // allocated, not prefilled yet: the slot holds garbage by design
+      if (r.pending_fresh || !enabled(Check::States)) continue;  // allocated, not prefilled yet: garbage by design
       const auto rep = compare_values(so, sut_.target().committed_state(l, r.slot), true);
       if (!rep.ok) {
         why << "request " << id << " (slot " << r.slot << ") layer " << l << ": committed state differs: " << rep.str();
+        failed_check_ = Check::States;
         return why.str();
       }
     }
@@ -195,16 +301,81 @@ std::string Judge::check_untouched(const Cmd& c, const Outputs& before_o, const 
       for (std::int32_t s = 0; s < setup.num_slots; ++s) {
         const float* a = before[static_cast<std::size_t>(l)].data() + s * stride;
         const float* b = now.data() + s * stride;
-        if (!same_bits(a + elems, b + elems, static_cast<std::size_t>(stride - elems)))
+        if (enabled(Check::Gaps) && !same_bits(a + elems, b + elems, static_cast<std::size_t>(stride - elems))) {
+          failed_check_ = Check::Gaps;
           return std::string(side ? "implementation" : "oracle") + ": gap after slot " + std::to_string(s) +
                  " (layer " + std::to_string(l) + ") was written";
-        if ((!allowed.count(s) || kept.count(s) || read_only.count(s)) && !same_bits(a, b, static_cast<std::size_t>(elems)))
+        }
+        // The rule that keeps the slot: read only first, then n = 0, then outside the write set.
+        const Check rule = read_only.count(s) ? Check::ReadOnly
+                           : kept.count(s)    ? Check::KeptAtZero
+                           : !allowed.count(s) ? Check::Untouched
+                                               : Check::Outputs;  // Outputs: the slot may be written
+        if (rule != Check::Outputs && enabled(rule) && !same_bits(a, b, static_cast<std::size_t>(elems))) {
+          failed_check_ = rule;
           return std::string(side ? "implementation" : "oracle") + ": slot " + std::to_string(s) + " (layer " +
                  std::to_string(l) + ") changed although the command " +
-                 (read_only.count(s) ? "only read it (out-of-place commit)"
-                  : kept.count(s)    ? "committed n = 0 for it"
-                                     : "must not touch it") +
+                 (rule == Check::ReadOnly     ? "only read it (out-of-place commit)"
+                  : rule == Check::KeptAtZero ? "committed n = 0 for it"
+                                              : "must not touch it") +
                  " [" + c.str() + "]";
+        }
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace replayssm::ref
+
+namespace replayssm::ref {
+
+// 5a. Between a step and its commit: every resident request without a verify row in the step (its prefill
+// chunk committed by the step, or not in the step at all) has the oracle's committed state.
+std::string Judge::check_states_after_step() const {
+  const auto& in_flight = oracle_.last_step_writes().in_flight;
+  std::set<std::int32_t> prefilled;
+  for (const auto& pr : oracle_.last_rows())
+    if (pr.prefill) prefilled.insert(pr.req);
+  std::ostringstream why;
+  for (const auto& [id, r] : oracle_.requests()) {
+    if (r.slot == kPadSlot) continue;
+    if (std::find(in_flight.begin(), in_flight.end(), r.slot) != in_flight.end()) continue;  // judged after commit
+    if (r.pending_fresh && !prefilled.count(id)) continue;  // allocated, not prefilled yet
+    for (std::int32_t l = 0; l < oracle_.setup().cfg.num_layers; ++l) {
+      const auto rep = compare_values(oracle_.target().committed_state(l, r.slot),
+                                      sut_.target().committed_state(l, r.slot), true);
+      if (!rep.ok) {
+        why << "after step (before its commit): request " << id << " (slot " << r.slot << ") layer " << l
+            << ": committed state differs" << (prefilled.count(id) ? " (its prefill chunk is committed by the step)" : "")
+            << ": " << rep.str();
+        return why.str();
+      }
+    }
+  }
+  return {};
+}
+
+// 5b. Between a step and its commit: slots outside the step's write set, and every gap, bitwise unchanged.
+std::string Judge::check_untouched_after_step(const Cmd& c, const Outputs& before_o, const Outputs& before_s) const {
+  const auto& setup = oracle_.setup();
+  const std::int64_t elems = setup.cfg.state_elems();
+  const std::int64_t stride = setup.slot_stride ? setup.slot_stride : elems;
+  for (int side = 0; side < 2; ++side) {
+    const Engine& e = side == 0 ? oracle_ : sut_;
+    const auto& before = side == 0 ? before_o : before_s;
+    const auto& w = e.last_step_writes().written;
+    const std::set<std::int32_t> allowed(w.begin(), w.end());
+    for (std::int32_t l = 0; l < setup.cfg.num_layers; ++l) {
+      const auto now = e.target().pool(l);
+      for (std::int32_t s = 0; s < setup.num_slots; ++s) {
+        const float* a = before[static_cast<std::size_t>(l)].data() + s * stride;
+        const float* b = now.data() + s * stride;
+        const bool gap = !same_bits(a + elems, b + elems, static_cast<std::size_t>(stride - elems));
+        if (gap || (!allowed.count(s) && !same_bits(a, b, static_cast<std::size_t>(elems))))
+          return std::string(side ? "implementation" : "oracle") + ": after step (before its commit): " +
+                 (gap ? "the gap after slot " : "slot ") + std::to_string(s) + " (layer " + std::to_string(l) +
+                 (gap ? ") was written" : ") changed although the step must not touch it") + " [" + c.str() + "]";
       }
     }
   }

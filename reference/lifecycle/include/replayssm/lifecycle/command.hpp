@@ -54,4 +54,6 @@ struct Cmd {
   std::string str() const;
 };
 
+std::string to_string(Cmd::Kind k);  // "admit", "step", "finish", ...
+
 }  // namespace replayssm::ref

@@ -7,8 +7,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "replayssm/lifecycle/call_rules.hpp"
 #include "replayssm/lifecycle/command.hpp"
 #include "replayssm/lifecycle/fault.hpp"
 #include "replayssm/recurrence/gdn.hpp"
@@ -39,6 +41,15 @@ class Engine {
   // Executes one command; returns the outputs of a Step (per layer, packed as the step built them).
   // A command that does not fit the request table (unknown request, slot in use, ...) is Error("cmd...").
   std::vector<std::vector<float>> execute(const Cmd& c);
+  // A Step command in its two target calls, so that a judge can check between them (call_rules.hpp):
+  // begin_step runs Target::step (and conv_step) and returns the outputs, finish_step runs Target::commit (and
+  // conv_commit) and records what each row committed. execute(step) is begin_step then finish_step; between
+  // them the request table is as before the step, last_step_writes() holds the step's write set and in-flight
+  // slots, and only finish_step may follow (Error("cmd") otherwise).
+  std::vector<std::vector<float>> begin_step(const Cmd& c);
+  void finish_step();
+  bool step_in_progress() const { return in_step_.has_value(); }
+  const StepWrites& last_step_writes() const { return step_writes_; }
   const std::map<std::int32_t, Request>& requests() const { return requests_; }
   const Target& target() const { return *target_; }
   const EngineSetup& setup() const { return setup_; }
@@ -53,6 +64,7 @@ class Engine {
   struct PackedRow {
     std::int32_t req;  // -1 for PAD and graph tail rows
     std::int32_t offset, T;
+    bool prefill = false;  // a prefill chunk (committed by the step itself), else a verify row or PAD
   };
   const std::vector<PackedRow>& last_rows() const { return last_rows_; }
   // The packed tokens of the last step per layer (what Target::step received), and with the conv component on
@@ -86,7 +98,7 @@ class Engine {
   void copy(const Cmd& c);
   void preempt(const Cmd& c);
   void resume(const Cmd& c);
-  std::vector<std::vector<float>> step(const Cmd& c);
+  void clear_last();
   // A CUDA-graph bucket captured while requests are live (Target::capture): it changes no request.
   void capture(const Cmd& c);
 
@@ -111,6 +123,9 @@ class Engine {
   std::vector<PackedRow> last_rows_;
   std::vector<SequenceInputs> last_inputs_;
   std::vector<std::vector<float>> last_conv_outputs_;
+  std::optional<PackedStep> in_step_;  // the step between begin_step and finish_step
+  Cmd in_step_cmd_;
+  StepWrites step_writes_;
   // The persistent, capacity-sized index buffer of captured steps (max_rows() rows, kPadSlot for PAD): what
   // the last captured step of each size left in it, accepted counts included.
   std::vector<TargetRow> graph_buffer_;

@@ -11,6 +11,11 @@
 //   4. slots outside the command's write set and the gaps after slots stay bitwise unchanged; commits with
 //      n = 0 leave their slot's bytes unchanged (every target but the spec ring, whose cursors move instead);
 //      the read slot of an out-of-place commit stays bitwise unchanged.
+// A step is judged after each of its two target calls (call_rules.hpp), as a trace is: after `step` check 1
+// (outputs) and check 5: 5a the committed state of every resident request that has no verify row in the step
+// (its prefill chunk committed, nothing else) equal to the oracle's, 5b every slot outside the step's write set
+// and every gap bitwise unchanged; after `commit` checks 2, 3, 4 and 6. Every other command is judged after
+// its call with checks 2, 3, 4 (and 6).
 // With the conv component (EngineSetup::conv, conv_component.hpp), then:
 //   6. conv outputs of every real row against the per-request truth (conv_update from the request's committed
 //      window before the step over the row's raw inputs), on both sides: bit-exact against the kernel-faithful
@@ -25,6 +30,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,13 +40,39 @@
 
 namespace replayssm::ref {
 
+// The judge's checks, each of which can be turned off alone (Judge's `disabled`): the teeth of the judge
+// (property_tests/judge_teeth_test.cpp) prove that every one is needed by a catalogue fault that only it catches
+// at that call, and docs/lifecycle.md ("The judge's checks") names that fault, or the check that implies it.
+enum class Check : std::uint8_t {
+  Outputs,             // 1: real rows' outputs
+  PadZeros,            // 1: PAD rows' outputs exactly zero (oracle; a target claiming pad_outputs_zero)
+  NanTripwire,         // 1: the first non-finite output, with its coordinates (implied by Outputs)
+  Requests,            // 2: request tables
+  States,              // 3: committed states of resident requests
+  OracleSelfCheck,     // 3: the oracle against its recomputation from history (guards the oracle only)
+  Untouched,           // 4: slots outside the command's write set
+  Gaps,                // 4: the gaps after slots
+  KeptAtZero,          // 4: a slot whose commit had n = 0 keeps its bytes
+  ReadOnly,            // 4: the read slot of an out-of-place commit keeps its bytes
+  StatesAfterStep,     // 5a: committed states between a step and its commit
+  UntouchedAfterStep,  // 5b: slots outside the step's write set, and gaps, between a step and its commit
+  ConvOutputs,         // 6: conv outputs against the per-request truth
+  ConvWindows,         // 6: committed conv windows against the truth of each history
+  ConvUntouched,       // 6: conv windows outside the write set, n = 0 and read slots, gaps
+  Bookkeeping,         // the generator's independent bookkeeping model (reference/fuzz/lifecycle.cpp)
+};
+std::string to_string(Check c);                // "outputs", "pad_zeros", ...
+Check parse_check(const std::string& s);       // Error("check") listing the names
+std::vector<Check> all_checks();
+
 class Judge {
  public:
   // judge_tier: compare outputs and states at this precision tier's tolerance (tier.hpp) whatever the target
   // claims (the teeth test measures each fault against each tier's budget); empty: the target's own claim
   // (bit-exact, or its tolerance()).
+  // disabled: checks not applied (the judge's own teeth test turns them off one at a time; never in a campaign).
   Judge(const EngineSetup& setup, const std::string& target_kind, Fault fault = Fault::None,
-        std::optional<Tier> judge_tier = std::nullopt);
+        std::optional<Tier> judge_tier = std::nullopt, std::set<Check> disabled = {});
   // Executes c on both; returns an empty string when everything agrees, else a description of the first
   // disagreement (which check, request, layer, worst element). An Error from the oracle means the command
   // itself is invalid and propagates.
@@ -52,9 +84,16 @@ class Judge {
   // tables, slots, errors), with the tolerance it was judged under.
   const std::optional<CompareReport>& failed_comparison() const { return failed_; }
   const Tolerance& failed_tolerance() const { return failed_tol_; }
+  // The check that failed last and the call it judged ("step", "commit", or the command's kind); empty when
+  // the last command passed or the implementation raised an error.
+  const std::optional<Check>& failed_check() const { return failed_check_; }
+  const std::string& failed_call() const { return failed_call_; }
+  bool enabled(Check c) const { return !disabled_.count(c); }
 
  private:
   using Outputs = std::vector<std::vector<float>>;
+  // Check 6 (judge_conv.cpp): windows_before[req][layer] is the truth of each request's window before c.
+  using Windows = std::map<std::int32_t, std::vector<std::vector<float>>>;
   // Where each request stood before the command (committed tokens, slot): the NaN tripwire's coordinates.
   struct Before {
     std::int32_t position = 0, slot = -1;
@@ -64,8 +103,15 @@ class Judge {
   std::string check_requests() const;
   std::string check_states() const;
   std::string check_untouched(const Cmd& c, const Outputs& pools_before_o, const Outputs& pools_before_s) const;
-  // Check 6 (judge_conv.cpp): windows_before[req][layer] is the truth of each request's window before c.
-  using Windows = std::map<std::int32_t, std::vector<std::vector<float>>>;
+  // Check 5, between a step and its commit.
+  std::string check_states_after_step() const;
+  std::string check_untouched_after_step(const Cmd& c, const Outputs& pools_before_o, const Outputs& pools_before_s) const;
+  // Runs `f` unless `check` is disabled; a failure is recorded as failed_check_ / failed_call_.
+  template <class F>
+  std::string run_check(Check check, const char* call, F&& f) const;
+  // The checks after the command's last call (the commit of a step; the only call of any other command).
+  std::string after_last_call(const Cmd& c, const char* call, const Outputs& before_o, const Outputs& before_s,
+                              const Windows& windows_before, const Outputs& conv_before_o, const Outputs& conv_before_s);
   Windows conv_truth_windows() const;
   std::string check_conv(const Cmd& c, const Windows& windows_before, const Outputs& conv_before_o,
                          const Outputs& conv_before_s) const;
@@ -80,6 +126,9 @@ class Judge {
   std::vector<Cmd> executed_;
   mutable std::optional<CompareReport> failed_;
   mutable Tolerance failed_tol_;
+  std::set<Check> disabled_;
+  mutable std::optional<Check> failed_check_;
+  mutable std::string failed_call_;
 };
 
 }  // namespace replayssm::ref
