@@ -455,19 +455,22 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
 
 std::string replay_sequence(const ref::EngineSetup& setup, const std::string& target, ref::Fault fault,
                             const std::vector<ref::Cmd>& cmds, const std::set<ref::Check>& disabled,
-                            std::size_t* failed_at) {
+                            std::size_t* failed_at, std::string* failed_call) {
   ref::Judge judge(setup, target, fault, std::nullopt, disabled);
   LifecycleModel model;
   model.num_slots = setup.num_slots;
   model.max_T = setup.max_T;
   for (std::size_t i = 0; i < cmds.size(); ++i) {
     std::string err = judge.apply(cmds[i]);
+    std::string call = judge.failed_call();
     if (err.empty() && !disabled.count(ref::Check::Bookkeeping)) {
       model.apply(cmds[i]);
       err = bookkeeping_disagreement(model, judge.oracle());
+      call = "bookkeeping";
     }
     if (!err.empty()) {
       if (failed_at) *failed_at = i;
+      if (failed_call) *failed_call = call;
       return "command " + std::to_string(i) + " (" + cmds[i].str() + "): " + err;
     }
   }

@@ -95,6 +95,6 @@ std::vector<ref::Cmd> generate_commands(std::int32_t num_slots, std::int32_t max
 // command as in check_lifecycle; returns the first disagreement or "".
 std::string replay_sequence(const ref::EngineSetup& setup, const std::string& target, ref::Fault fault,
                             const std::vector<ref::Cmd>& cmds, const std::set<ref::Check>& disabled = {},
-                            std::size_t* failed_at = nullptr);
+                            std::size_t* failed_at = nullptr, std::string* failed_call = nullptr);
 
 }  // namespace replayssm::fuzz

@@ -24,14 +24,24 @@ StepWrites step_writes(const std::vector<TargetRow>& canonical, const EngineSetu
   return w;
 }
 
-std::vector<std::int32_t> commit_kept(const std::vector<TargetRow>& canonical) {
-  std::vector<std::int32_t> kept;
+CommitKept commit_kept(const std::vector<TargetRow>& canonical) {
+  CommitKept k;
   for (const auto& r : canonical) {
     if (r.row.slot == kPadSlot || r.kind != RowKind::Verify) continue;
     const bool moved = r.row.write_slot != kPadSlot && r.row.write_slot != r.row.slot;
-    if (r.row.accepted == 0 || moved) add(kept, r.row.slot);
+    if (moved) add(k.read_only, r.row.slot);
+    if (r.row.accepted == 0) {
+      add(k.at_zero, r.row.slot);
+      if (r.row.write_slot != kPadSlot) add(k.at_zero, r.row.write_slot);
+    }
   }
-  return kept;
+  return k;
+}
+
+std::vector<std::int32_t> CommitKept::all() const {
+  std::vector<std::int32_t> v = read_only;
+  for (auto s : at_zero) add(v, s);
+  return v;
 }
 
 }  // namespace replayssm::ref

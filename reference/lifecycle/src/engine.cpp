@@ -275,10 +275,7 @@ std::vector<std::vector<float>> Engine::begin_step(const Cmd& c) {
     last_rows_.push_back(PackedRow{s.spec[i] ? s.spec[i]->req : -1, b.token_offset, b.T,
                                    s.spec[i] != nullptr && s.rows[i].kind == RowKind::Prefill});
     if (s.spec[i]) last_written_.push_back(b.write_slot);  // an out-of-place row's read slot is not written
-    if (s.spec[i] && b.write_slot != b.slot) {
-      last_read_only_.push_back(b.slot);
-      target_->allocate(b.write_slot);  // the destination slot is (re)allocated to the request
-    }
+    if (s.spec[i] && b.write_slot != b.slot) target_->allocate(b.write_slot);  // the destination is (re)allocated
   }
   if (setup_.pad_convention == PadConvention::PadSlot) last_written_.push_back(setup_.pad_sentinel());
   step_writes_ = step_writes(canonical_rows(s.rows, setup_), setup_);
@@ -295,11 +292,11 @@ void Engine::finish_step() {
   PackedStep s = std::move(*in_step_);
   in_step_.reset();
   const Cmd& c = in_step_cmd_;
-  for (std::size_t i = 0; i < s.rows.size(); ++i) {
-    if (!s.spec[i] || s.rows[i].kind != RowKind::Verify) continue;
-    s.rows[i].row.accepted = commit_length(*s.spec[i]);
-    if (s.rows[i].row.accepted == 0) last_kept_.push_back(s.rows[i].row.write_slot);
-  }
+  for (std::size_t i = 0; i < s.rows.size(); ++i)
+    if (s.spec[i] && s.rows[i].kind == RowKind::Verify) s.rows[i].row.accepted = commit_length(*s.spec[i]);
+  const CommitKept kept = commit_kept(canonical_rows(s.rows, setup_));  // call_rules.hpp
+  last_kept_ = kept.at_zero;
+  last_read_only_ = kept.read_only;
   target_->commit(wire_rows(s.rows));
   if (setup_.conv) target_->conv_commit(wire_rows(s.rows));
   record_commits(s);
@@ -331,7 +328,7 @@ void Engine::record_commits(const PackedStep& s) {
     if (prefill) r.pending_fresh = false;
     if (n > 0) r.segments.push_back(n);
     if (n > 0 && t.row.write_slot != t.row.slot) r.slot = t.row.write_slot;  // out of place: the request moves
-    if (!prefill && s.spec[i]->stop_at > 0) {  // the stop token was accepted: the request ends here
+    if (!prefill && s.spec[i]->stop_at > 0 && fault_ != Fault::RequestStaysAfterStop) {  // the stop token was accepted: the request ends here
       r.finished = true;
       r.slot = kPadSlot;
     }

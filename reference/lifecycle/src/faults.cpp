@@ -42,6 +42,15 @@ const std::vector<FaultInfo>& fault_table() {
       {Fault::ConvPadRowWritesSlot0, "conv_pad_row_writes_slot0", {"replay", "full_state"}},
       {Fault::ConvStaleStateOnFreshPrefill, "conv_stale_state_on_fresh_prefill", {"full_state"}},
       {Fault::CaptureWritesLiveState, "capture_writes_live_state", {"replay"}},
+      {Fault::OutputBeforeUpdate, "output_before_update", {"replay"}},
+      {Fault::RequestStaysAfterStop, "request_stays_after_stop", {"replay", "ring"}},
+      {Fault::ZeroAcceptedWritesDestination, "zero_accepted_writes_destination", {"replay"}},
+      {Fault::CommitSpillsIntoGap, "commit_spills_into_gap", {"replay"}},
+      {Fault::AllocateZeroesNextSlot, "allocate_zeroes_next_slot", {"replay"}},
+      {Fault::PrefillCommittedAtCommit, "prefill_committed_at_commit", {"replay"}},
+      {Fault::VerifyScratchInIdleSlot, "verify_scratch_in_idle_slot", {"replay"}},
+      {Fault::PadOutputsFromZeroState, "pad_outputs_from_zero_state", {"replay"}},
+      {Fault::FullStateCopyOffByOne, "full_state_copy_off_by_one", {"full_state"}},
   };
   return t;
 }
@@ -53,6 +62,10 @@ struct GvaModuloHook : TokenHook {
 // The decay is skipped: alpha = 1 on every channel.
 struct MissingDecayHook : TokenHook {
   double alpha(double) const override { return 1.0; }
+};
+// The output is read before the token's rank-1 write.
+struct OutputBeforeUpdateHook : TokenHook {
+  bool output_before_update() const override { return true; }
 };
 // beta is rounded through bf16 in this path only.
 struct BetaRoundingHook : TokenHook {
@@ -87,6 +100,10 @@ std::vector<std::string> fault_targets(Fault f) {
 
 bool shared_engine_fault(Fault f) { return f == Fault::StopTokenPlusOne; }
 
+bool oracle_shares_fault(Fault f) { return f == Fault::FullStateCopyOffByOne; }
+
+bool sut_engine_fault(Fault f) { return f == Fault::EarlyStopCommitsWholeRun || f == Fault::RequestStaysAfterStop; }
+
 bool conv_fault(Fault f) {
   switch (f) {
     case Fault::ConvCommitKeepsWindowTail:
@@ -103,6 +120,11 @@ bool conv_fault(Fault f) {
 std::optional<Reconstruction> fault_reconstruction(Fault f) {
   if (f == Fault::DecayWeightsFactored) return Reconstruction::ClosedForm;
   return std::nullopt;
+}
+
+const TokenHook* verify_fault_hook(Fault f) {
+  static const OutputBeforeUpdateHook before;
+  return f == Fault::OutputBeforeUpdate ? &before : nullptr;
 }
 
 const TokenHook* fault_hook(Fault f) {

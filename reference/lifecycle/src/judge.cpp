@@ -49,9 +49,9 @@ std::vector<Check> all_checks() {
 
 Judge::Judge(const EngineSetup& setup, const std::string& target_kind, Fault fault, std::optional<Tier> judge_tier,
              std::set<Check> disabled)
-    : oracle_(make_target("full_state"), setup, shared_engine_fault(fault) ? fault : Fault::None),
-      sut_(make_target(target_kind, fault), setup,
-           fault == Fault::EarlyStopCommitsWholeRun || shared_engine_fault(fault) ? fault : Fault::None),
+    : oracle_(make_target("full_state", oracle_shares_fault(fault) ? fault : Fault::None), setup,
+              shared_engine_fault(fault) ? fault : Fault::None),
+      sut_(make_target(target_kind, fault), setup, sut_engine_fault(fault) || shared_engine_fault(fault) ? fault : Fault::None),
       tier_(judge_tier),
       disabled_(std::move(disabled)) {}
 

@@ -125,12 +125,15 @@ void head_update(const ModelConfig& cfg, R* S, const R* kh, const R* qh, const R
     else return x;
   };
   const int K = cfg.K, V = cfg.V;
+  bool before = false;
+  if constexpr (HOOKED) before = hook->output_before_update();
   for (int j = 0; j < V; ++j) {
-    R kv = 0;
+    R kv = 0, o_before = 0;
     for (int c = 0; c < K; ++c) {
       R& s = S[state_index(cfg, c, j)];
       s = alpha[c] * s;
       kv += op(s) * op(kh[c]);
+      if (before) o_before += op(s) * op(qh[c]);
     }
     const R d = beta * (static_cast<R>(vv[j]) - kv);
     if (u) u[j] = d;
@@ -140,7 +143,7 @@ void head_update(const ModelConfig& cfg, R* S, const R* kh, const R* qh, const R
       s = s + kh[c] * d;
       o += op(s) * op(qh[c]);
     }
-    o_h[j] = o;
+    o_h[j] = before ? o_before : o;
   }
 }
 }  // namespace

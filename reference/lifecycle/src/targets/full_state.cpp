@@ -12,7 +12,7 @@ namespace {
 
 class FullStateTarget : public PooledTarget {
  public:
-  explicit FullStateTarget(Fault f) {
+  explicit FullStateTarget(Fault f) : fault_(f) {
     conv_full_state_ = true;
     conv_fault_ = f;
   }
@@ -38,10 +38,14 @@ class FullStateTarget : public PooledTarget {
   }
   void commit(const std::vector<TargetRow>& wire) override {
     set_commit_counts(batch_, canonical_rows(wire, s_));
+    if (fault_ == Fault::FullStateCopyOffByOne)  // the fault: S_{n-1} is copied (n = 1 keeps the checkpoint)
+      for (auto& r : batch_.rows)
+        if (r.accepted >= 1) r.accepted -= 1;
     batch::commit_copy(batch_, layers(&scratch_, nullptr));
   }
 
  private:
+  Fault fault_;
   batch::Batch batch_;
   std::vector<std::vector<float>> scratch_;  // [layer][rows * max_T * HV*K*V]
 };
@@ -51,7 +55,7 @@ class FullStateTarget : public PooledTarget {
 std::unique_ptr<Target> make_full_state_target(Fault fault) {
   const auto ts = fault_targets(fault);
   require(fault == Fault::None || std::find(ts.begin(), ts.end(), "full_state") != ts.end(), "fault", "fault '",
-          to_string(fault), "' does not live in the full_state target (only conv faults of the full-state design do)");
+          to_string(fault), "' does not live in the full_state target (only faults of the full-state design do)");
   return std::make_unique<FullStateTarget>(fault);
 }
 

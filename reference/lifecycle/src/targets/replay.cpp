@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <set>
 
 #include "pooled.hpp"
 #include "replayssm/error.hpp"
@@ -58,6 +59,7 @@ class ReplayTarget : public PooledTarget {
     auto out = zero_outputs(inputs);
     zero_fresh_slots(rows);
     batch_ = step_batch(rows, inputs.empty() ? 0 : inputs[0].T);
+    if (fault_ == Fault::VerifyScratchInIdleSlot) borrow_idle_slot();
     if (fault_ == Fault::WidthCappedAt8)  // the fault: a verify window wider than the compiled one is cut
       for (std::size_t i = 0; i < rows.size(); ++i)
         if (rows[i].kind == RowKind::Verify) batch_.rows[i].T = std::min(batch_.rows[i].T, kFaultWidthCap);
@@ -69,7 +71,9 @@ class ReplayTarget : public PooledTarget {
       buf.assign(static_cast<std::size_t>(geo_.elems(s_.cfg)), std::numeric_limits<float>::quiet_NaN());
     const auto ls = layers(nullptr, &payload_);
     for (std::size_t l = 0; l < ls.size(); ++l)
-      batch::verify_replay(batch_, ls[l], inputs[l], out[l], batch::Store::Rounded, precision_);
+      batch::verify_replay(batch_, ls[l], inputs[l], out[l], batch::Store::Rounded,
+                           precision_ ? precision_ : verify_fault_hook(fault_));
+    if (fault_ == Fault::PadOutputsFromZeroState) pad_outputs_from_zero_state(rows, inputs, out);
     if (fault_ == Fault::PadRowWritesSlot0 || fault_ == Fault::PadIndexWraps) {
       // The fault: padding rows alias slot 0 or, indexed with -1, the last slot (their outputs are discarded).
       const batch::Batch alias = pad_rows_alias(batch_, false, wire);
@@ -78,8 +82,16 @@ class ReplayTarget : public PooledTarget {
         batch::verify_replay(alias, ls[l], inputs[l], discarded);
       }
     }
-    batch::commit_replay(batch_, ls, precision_);  // prefill chunks: their whole window
+    if (fault_ != Fault::PrefillCommittedAtCommit)
+      batch::commit_replay(batch_, ls, precision_);  // prefill chunks: their whole window
     return out;
+  }
+
+  void allocate(std::int32_t slot) override {
+    allocated_.insert(slot);
+    if (fault_ == Fault::AllocateZeroesNextSlot)  // the fault: the reset lands on the next slot
+      for (std::int32_t l = 0; l < s_.cfg.num_layers; ++l)
+        put(l, (slot + 1) % s_.num_slots, std::vector<float>(static_cast<std::size_t>(s_.cfg.state_elems()), 0.0f));
   }
 
   void capture(std::int32_t rows, std::int32_t T) override {
@@ -104,9 +116,13 @@ class ReplayTarget : public PooledTarget {
   void commit(const std::vector<TargetRow>& wire) override {
     const auto rows = canonical_rows(wire, s_, fault_ == Fault::PadSentinelZero);
     set_commit_counts(batch_, rows);
-    for (std::size_t i = 0; i < rows.size(); ++i)
+    for (std::size_t i = 0; i < rows.size(); ++i) {
       if (rows[i].kind == RowKind::Verify && rows[i].row.slot != kPadSlot)
         batch_.rows[i].accepted = faulty_count(batch_.rows[i].accepted, batch_.rows[i].T);
+      if (fault_ == Fault::PrefillCommittedAtCommit && rows[i].kind == RowKind::Prefill && rows[i].row.slot != kPadSlot)
+        batch_.rows[i].accepted = batch_.rows[i].T;  // the fault: the step left its prefill chunk to the commit
+    }
+    if (fault_ == Fault::VerifyScratchInIdleSlot) return_idle_slot();
     const batch::Batch b =
         fault_ == Fault::PadRowWritesSlot0 || fault_ == Fault::PadIndexWraps ? pad_rows_alias(batch_, true, wire) : batch_;
     batch::commit_replay(b, layers(nullptr, &payload_), precision_ ? precision_ : fault_hook(fault_));
@@ -123,6 +139,14 @@ class ReplayTarget : public PooledTarget {
       for (const auto& r : b.rows)
         if (r.slot != kPadSlot && r.write_slot != kPadSlot && r.write_slot != r.slot && r.accepted > 0)
           for (std::int32_t l = 0; l < s_.cfg.num_layers; ++l) put(l, r.slot, get(l, r.write_slot));
+    if (fault_ == Fault::ZeroAcceptedWritesDestination)  // the fault: n = 0 still fills the destination slot
+      for (std::size_t i = 0; i < b.rows.size(); ++i) {
+        const auto& r = b.rows[i];
+        if (rows[i].kind == RowKind::Verify && r.slot != kPadSlot && r.write_slot != kPadSlot && r.write_slot != r.slot &&
+            r.accepted == 0)
+          for (std::int32_t l = 0; l < s_.cfg.num_layers; ++l) put(l, r.write_slot, get(l, r.slot));
+      }
+    if (fault_ == Fault::CommitSpillsIntoGap) spill_into_gaps(b);
   }
 
  private:
@@ -194,8 +218,53 @@ class ReplayTarget : public PooledTarget {
     return alias;
   }
 
+  // VerifyScratchInIdleSlot: the highest slot never allocated holds the step's scratch (zeros) until the commit
+  // puts its bytes back.
+  void borrow_idle_slot() {
+    borrowed_ = -1;
+    for (std::int32_t s = s_.num_slots - 1; s >= 0 && borrowed_ < 0; --s)
+      if (!allocated_.count(s)) borrowed_ = s;
+    if (borrowed_ < 0) return;
+    saved_.clear();
+    for (std::int32_t l = 0; l < s_.cfg.num_layers; ++l) {
+      saved_.push_back(get(l, borrowed_));
+      put(l, borrowed_, std::vector<float>(static_cast<std::size_t>(s_.cfg.state_elems()), 0.0f));
+    }
+  }
+  void return_idle_slot() {
+    if (borrowed_ < 0) return;
+    for (std::int32_t l = 0; l < s_.cfg.num_layers; ++l) put(l, borrowed_, saved_[static_cast<std::size_t>(l)]);
+    borrowed_ = -1;
+  }
+  // CommitSpillsIntoGap: every written slot's last state element is also stored one past the state.
+  void spill_into_gaps(const batch::Batch& b) {
+    const std::int64_t E = s_.cfg.state_elems(), stride = s_.pool_geometry().stride(s_.cfg);
+    if (stride == E) return;
+    for (const auto& r : b.rows)
+      if (r.slot != kPadSlot && r.write_slot != kPadSlot && r.accepted > 0)
+        for (auto& pool : pools_) pool[static_cast<std::size_t>(r.write_slot * stride + E)] = pool[static_cast<std::size_t>(r.write_slot * stride + E - 1)];
+  }
+  // PadOutputsFromZeroState: each PAD row's window run from a zero state, its outputs stored as the real rows'.
+  void pad_outputs_from_zero_state(const std::vector<TargetRow>& rows, const std::vector<SequenceInputs>& inputs,
+                                   std::vector<std::vector<float>>& out) const {
+    const auto& cfg = s_.cfg;
+    const std::size_t per = static_cast<std::size_t>(cfg.HV) * cfg.V;
+    for (const auto& r : rows) {
+      if (r.row.slot != kPadSlot) continue;
+      for (std::size_t l = 0; l < inputs.size(); ++l) {
+        std::vector<float> S(static_cast<std::size_t>(cfg.state_elems()), 0.0f), o;
+        run_recurrent<float>(cfg, s_.params[l], inputs[l].slice(cfg, r.row.token_offset, r.row.T), S, o);
+        round_to_act_dtype(cfg, o);
+        std::copy(o.begin(), o.end(), out[l].begin() + static_cast<std::ptrdiff_t>(r.row.token_offset * per));
+      }
+    }
+  }
+
   Fault fault_;
   const TokenHook* precision_;
+  std::set<std::int32_t> allocated_;  // VerifyScratchInIdleSlot
+  std::int32_t borrowed_ = -1;
+  std::vector<std::vector<float>> saved_;
   PayloadGeometry geo_;
   batch::Batch batch_;
   std::vector<std::vector<float>> payload_;  // [layer][num_pages * page_tokens * row_width]

@@ -7,9 +7,9 @@
 // and under the pad_slot convention the pad slot); the gaps after slots never; every resident request outside
 // the step's in-flight set (the read slots of its verify rows) has its committed state as the oracle's — its
 // prefill chunks committed, nothing else.
-// After `commit`: the pool may change only in the step's write set, with the slots of `kept` (a verify row whose
-// accepted n is 0, and the read slot of an out-of-place commit) bitwise as they were before the step; every
-// resident request's committed state as the oracle's.
+// After `commit`: the pool may change only in the step's write set, with the kept slots (CommitKept: the read and
+// write slot of a verify row whose accepted n is 0, and the read slot of an out-of-place commit) bitwise as they
+// were before the step; every resident request's committed state as the oracle's.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +25,13 @@ struct StepWrites {
 };
 // rows: the step's rows in canonical form (canonical_rows: PAD and graph tail rows carry kPadSlot).
 StepWrites step_writes(const std::vector<TargetRow>& canonical, const EngineSetup& s);
-// rows: the commit's rows in canonical form, accepted counts set. The read slots that must be bitwise as before
-// the step: n = 0, or committed out of place.
-std::vector<std::int32_t> commit_kept(const std::vector<TargetRow>& canonical);
+// The slots a commit must leave bitwise as before its step, by rule.
+struct CommitKept {
+  std::vector<std::int32_t> at_zero;    // read and write slot of every verify row with n = 0: nothing is written
+  std::vector<std::int32_t> read_only;  // the read slot of every out-of-place verify row, whatever its n
+  std::vector<std::int32_t> all() const;  // both, no repeats (what a trace records as `kept`)
+};
+// rows: the commit's rows in canonical form, accepted counts set.
+CommitKept commit_kept(const std::vector<TargetRow>& canonical);
 
 }  // namespace replayssm::ref

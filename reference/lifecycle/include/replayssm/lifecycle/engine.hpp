@@ -25,8 +25,8 @@ SequenceInputs token_inputs(const ModelConfig& cfg, std::int32_t layer, std::int
 // The engine: request table, slot use and the accepted-length bookkeeping, driving one Target.
 class Engine {
  public:
-  // bookkeeping_fault: only Fault::EarlyStopCommitsWholeRun and Fault::StopTokenPlusOne act here (the engine
-  // trims accepted runs). A setup with `conv` needs a target that claims Target::conv_state (Error("setup.conv")).
+  // bookkeeping_fault: only Fault::EarlyStopCommitsWholeRun, Fault::StopTokenPlusOne and Fault::RequestStaysAfterStop
+  // act here (the engine trims accepted runs and ends stopped requests). A setup with `conv` needs a target that claims Target::conv_state (Error("setup.conv")).
   Engine(std::unique_ptr<Target> target, const EngineSetup& setup, Fault bookkeeping_fault = Fault::None);
 
   struct Request {

@@ -65,6 +65,23 @@ enum class Fault : std::uint8_t {
   CaptureWritesLiveState,     // capturing a new CUDA-graph bucket while requests are live warms the step up on the
                               // persistent index buffer's current contents (the slots of the last step) instead of
                               // PAD rows, and the warm-up commits its dummy window into those live slots
+  // Faults each of which only one check of the judge catches at its call (judge.hpp, Check; the judge's own
+  // teeth, property_tests/judge_teeth_test.cpp):
+  OutputBeforeUpdate,         // verify reads each token's output from the state before the token's rank-1
+                              // write (decayed only): outputs wrong, committed states right      [Outputs]
+  RequestStaysAfterStop,      // engine bookkeeping: a request whose stop token was accepted keeps its slot and
+                              // stays running (its commit is trimmed right)                      [Requests]
+  ZeroAcceptedWritesDestination,  // an out-of-place commit with n = 0 still copies the checkpoint into its
+                                  // destination slot, which must keep its bytes                   [KeptAtZero]
+  CommitSpillsIntoGap,        // the commit writes one element past the state, into the slot's gap  [Gaps]
+  AllocateZeroesNextSlot,     // allocating slot s resets slot s + 1 (mod num_slots) instead: zeros there   [Untouched]
+  PrefillCommittedAtCommit,   // prefill chunks are committed by commit() instead of by the step    [StatesAfterStep]
+  VerifyScratchInIdleSlot,    // the step uses a never-allocated slot as scratch and restores its bytes at the
+                              // commit                                                              [UntouchedAfterStep]
+  PadOutputsFromZeroState,    // PAD rows' outputs are computed from a zero state instead of being zeros, on a
+                              // target that claims pad_outputs_zero                                [PadZeros]
+  FullStateCopyOffByOne,      // the full-state design's commit copies S_{n-1}, in the oracle and the target alike:
+                              // only the oracle's self-check sees it                               [OracleSelfCheck]
 };
 // The compiled window of WidthCappedAt8 (1 + 7 drafts): only windows of T > 8 (widths 9..12 and up) see it.
 inline constexpr std::int32_t kFaultWidthCap = 8;
@@ -77,6 +94,13 @@ std::vector<std::string> fault_targets(Fault f);
 // Faults of the engine's bookkeeping that the oracle's engine shares (a slip in the one Engine both sides
 // run): only the independent bookkeeping model of the fuzz generator can see them.
 bool shared_engine_fault(Fault f);
+// Faults the oracle's full_state target carries too (FullStateCopyOffByOne): the judge injects them into both.
+bool oracle_shares_fault(Fault f);
+// Faults of the implementation's engine bookkeeping (the sut Engine), not of its target: EarlyStopCommitsWholeRun,
+// RequestStaysAfterStop.
+bool sut_engine_fault(Fault f);
+// The verify-path perturbation of a fault (OutputBeforeUpdate), nullptr for every other fault.
+const TokenHook* verify_fault_hook(Fault f);
 // Faults of the conv component: only cases with EngineSetup::conv can show them.
 bool conv_fault(Fault f);
 // The ring reconstruction a fault lives in (decay_weights_factored: closed_form), or none: a campaign or

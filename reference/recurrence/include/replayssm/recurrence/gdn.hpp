@@ -97,6 +97,8 @@ struct TokenHook {
   // Each operand of the two dot products (kv = S^T k, o = S^T q) as it enters the product: a precision
   // emulation (TF32 operands) rounds it; the step's own arithmetic is unchanged otherwise.
   virtual double dot_operand(double x) const { return x; }
+  // The output read from the state before the token's rank-1 write (decayed only), a fault of the catalogue.
+  virtual bool output_before_update() const { return false; }
 };
 
 // Advances the state by token t of `in` for every value head and writes o_t [HV, V] (unrounded).
