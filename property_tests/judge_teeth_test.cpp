@@ -39,7 +39,7 @@ const Needed kNeeded[] = {
     {ref::Check::StatesAfterStep, ref::Fault::PrefillCommittedAtCommit, "replay", false},
     {ref::Check::UntouchedAfterStep, ref::Fault::VerifyScratchInIdleSlot, "replay", false},
     {ref::Check::ConvOutputs, ref::Fault::ConvFreshKeepsTenantWindow, "replay", true},
-    {ref::Check::ConvWindows, ref::Fault::ConvCommitKeepsWindowTail, "replay", true},
+    {ref::Check::ConvWindows, ref::Fault::ConvColumnOffByOne, "replay", true},
     {ref::Check::ConvUntouched, ref::Fault::ConvPadRowWritesSlot0, "replay", true},
     {ref::Check::Bookkeeping, ref::Fault::StopTokenPlusOne, "replay", false},
 };

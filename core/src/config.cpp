@@ -32,6 +32,8 @@ StateLayout parse_layout(const std::string& s, const std::string& field) {
   if (s == "vk") return StateLayout::VK;
   fail(field, "unknown state layout '", s, "' (expected kv or vk)");
 }
+std::vector<L2Norm> normalising_l2norms() { return {L2Norm::RsqrtMul, L2Norm::DivSqrt}; }
+
 L2Norm parse_l2norm(const std::string& s, const std::string& field) {
   if (s == "rsqrt_mul") return L2Norm::RsqrtMul;
   if (s == "div_sqrt") return L2Norm::DivSqrt;

@@ -20,12 +20,13 @@
 namespace replayssm::fuzz {
 
 nlohmann::json FuzzReport::to_json() const {
-  return nlohmann::json{{"target", target},   {"covered", covered}, {"not_covered", not_covered},
+  return nlohmann::json{{"target", target},   {"op", op}, {"covered", covered}, {"not_covered", not_covered},
                         {"cases_passed", cases_passed}, {"failed", failed},
                         {"reason", reason},   {"check", check}, {"call", call},
                         {"counterexample", counterexample},
                         {"reproduce", reproduce}, {"dump_path", dump_path}, {"seconds", seconds},
-                        {"cases_per_second", cases_per_second}};
+                        {"cases_per_second", cases_per_second}, {"envelope", envelope.to_json()},
+                        {"coverage", coverage.to_json()}};
 }
 
 GateMix parse_gate_mix(const std::string& s, const std::string& field) {
@@ -53,11 +54,12 @@ bool case_conv(ConvMix mix, std::uint64_t case_seed) {
 }
 
 namespace {
-ref::EngineSetup setup_for(const FuzzOptions& opt, std::uint64_t case_seed) {
-  auto s = ref::make_setup(opt.cfg, case_seed, opt.num_slots, opt.max_T, case_gates(opt.gates, case_seed));
+ref::EngineSetup setup_for(const FuzzOptions& opt, const Envelope& env, const ref::Target& probe, std::uint64_t case_seed) {
+  const CaseConfig cc = draw_config(env, opt.cfg, probe, case_seed);
+  auto s = ref::make_setup(cc.cfg, case_seed, opt.num_slots, cc.max_T, case_gates(opt.gates, case_seed));
   if (case_conv(opt.conv, case_seed))
-    s.conv = ref::make_conv_setup(opt.cfg, derive_seed(case_seed, 0xc0a7), opt.conv_shape.kernel_size,
-                                  opt.conv_shape.state_dtype.value_or(opt.cfg.act_dtype), opt.conv_shape.activation,
+    s.conv = ref::make_conv_setup(cc.cfg, derive_seed(case_seed, 0xc0a7), opt.conv_shape.kernel_size,
+                                  opt.conv_shape.state_dtype.value_or(cc.cfg.act_dtype), opt.conv_shape.activation,
                                   opt.conv_shape.bias);
   s.recon = opt.recon;
   s.record_dtype = opt.ring_record_dtype;
@@ -81,13 +83,22 @@ FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress) {
           "must be F32 or BF16");
   FuzzReport rep;
   rep.target = opt.target;
+  rep.op = to_string(opt.cfg.op);
+  // An unknown target is Error("target") before anything runs; a target whose capabilities exclude the
+  // campaign is reported as not covered, never as passed. The probe stays: every case's configuration is drawn
+  // from what it claims (envelope.hpp).
+  const auto probe = ref::make_target(opt.target, opt.fault);
   {
-    // An unknown target is Error("target") before anything runs; a target whose capabilities exclude the
-    // campaign is reported as not covered, never as passed.
-    const auto probe = ref::make_target(opt.target, opt.fault);
-    rep.not_covered = probe->unsupported(opt.cfg, opt.max_T);
-    if (!rep.not_covered.empty()) {
+    rep.not_covered = probe->unsupported(opt.cfg, 1);
+    rep.envelope = narrow(probe_envelope(*probe, opt.cfg, opt.max_T), opt.narrowing);
+    if (rep.not_covered.empty() && (rep.envelope.act_dtypes.empty() || rep.envelope.state_dtypes.empty() ||
+                                    rep.envelope.layouts.empty() || rep.envelope.l2norms.empty() ||
+                                    rep.envelope.round_beta.empty() ||
+                                    (opt.cfg.op == Op::KDA && rep.envelope.kda_gates.empty())))
+      rep.not_covered = "not supported by the target: a value the command line fixed";
+    if (!rep.not_covered.empty() || !rep.envelope.covered()) {
       rep.covered = false;
+      if (rep.not_covered.empty()) rep.not_covered = "not supported by the target: no window width";
       return rep;
     }
     if (!probe->implements_copy()) rep.not_covered = "copy (the target does not implement copy_slot)";
@@ -114,16 +125,37 @@ FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress) {
   std::optional<ref::Check> last_check;
   ref::EngineSetup last_setup;
   int case_no = 0;
+  bool shrinking = false;  // after the first failure RapidCheck shrinks: those runs are not coverage
+  if (opt.cases >= kFullDepthCases && opt.max_commands >= kFullDepthCommands)
+    rep.coverage.full_depth.insert(to_string(opt.cfg.op));
   const auto t0 = std::chrono::steady_clock::now();
   auto prop = [&] {
-    const std::uint64_t case_seed = *rc::gen::arbitrary<std::uint64_t>();
-    const auto setup = setup_for(opt, case_seed);
+    // The case's configuration follows from its seed, which is not shrunk: shrinking keeps the configuration.
+    const std::uint64_t case_seed = *rc::gen::noShrink(rc::gen::arbitrary<std::uint64_t>());
+    const auto setup = setup_for(opt, rep.envelope, *probe, case_seed);
     ++case_no;
     LifecycleJudging judging;
     judging.failed_setup = &last_setup;  // the setup the case ran with (its PAD convention drawn per case)
     judging.failed_check = &last_check;
     judging.failed_call = &last_call;
-    check_lifecycle(setup, opt.target, opt.fault, &last_seq, &last_reason, judging);
+    ref::JudgedWork work;
+    ref::EngineSetup ran;
+    judging.work = &work;
+    judging.ran_setup = &ran;
+    try {
+      check_lifecycle(setup, opt.target, opt.fault, &last_seq, &last_reason, judging);
+    } catch (const rc::detail::CaseResult& r) {
+      if (r.type != rc::detail::CaseResult::Type::Discard) {
+        if (!shrinking) rep.coverage.add_case(ran, work);
+        shrinking = true;
+      }
+      throw;
+    } catch (...) {
+      if (!shrinking) rep.coverage.add_case(ran, work);
+      shrinking = true;
+      throw;
+    }
+    if (!shrinking) rep.coverage.add_case(ran, work);
     if (progress) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       *progress << "\r[fuzz " << opt.target << "] run " << case_no << " (" << s << " s)" << std::flush;

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "coverage.hpp"
+#include "envelope.hpp"
 #include "fuzz_case.hpp"
 #include "replayssm/lifecycle/judge.hpp"
 
@@ -46,7 +48,8 @@ struct FuzzOptions {
   int cases = 100;
   int max_commands = 100;          // RapidCheck max_size: longest command sequence
   int num_slots = 6;
-  int max_T = 4;
+  int max_T = 4;                   // the widest window a case may draw (the claimed max_T caps it)
+  Narrowing narrowing;             // configuration dimensions fixed by the CLI; the others are drawn per case
   ref::Reconstruction recon = ref::Reconstruction::Serial;
   DType ring_record_dtype = DType::F32;
   ref::Fault fault = ref::Fault::None;
@@ -58,6 +61,7 @@ struct FuzzOptions {
 
 struct FuzzReport {
   std::string target;
+  std::string op;                  // the campaign's op ("gdn", "kda")
   bool covered = true;             // false: the target's capabilities exclude this campaign (nothing was run)
   std::string not_covered;         // why not, or what the campaign left out (e.g. copies)
   int cases_passed = 0;
@@ -70,6 +74,8 @@ struct FuzzReport {
   std::string dump_path;           // replayable safetensors file of the shrunk case
   double seconds = 0;
   double cases_per_second = 0;
+  Envelope envelope;               // what the target claims on the campaign's configuration (narrowed)
+  Coverage coverage;               // what the campaign's cases exercised (shrinking not counted)
   nlohmann::json to_json() const;
 };
 

@@ -122,7 +122,8 @@ std::int32_t pick(const std::vector<std::int32_t>& v) {
 rc::Gen<int> verify_width(std::int32_t max_T) {
   std::vector<int> fit{1};
   for (int w : kVerifyWidths)
-    if (w <= max_T) fit.push_back(w);
+    if (w < max_T) fit.push_back(w);
+  fit.push_back(max_T);  // the widest window the case allows is always among the weighted ones
   return rc::gen::resize(100, rc::gen::elementOf(fit));
 }
 
@@ -383,6 +384,7 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
   m0.max_rows = s.max_rows();
   m0.out_of_place = out_of_place;
   if (judging.failed_setup) *judging.failed_setup = s;
+  if (judging.ran_setup) *judging.ran_setup = s;
   LifecycleSut sut{ref::Judge(s, target, fault, judging.tier, judging.disabled), {}};
   sut.bookkeeping = !judging.disabled.count(ref::Check::Bookkeeping);
   m0.allow_copy = sut.judge.sut().target().implements_copy();
@@ -390,7 +392,13 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
     auto cmds = *command_gen(m0);
     // Only a target that claims captures is sent them: the others' cases are drawn exactly as before.
     if (captures && sut.judge.oracle().target().captures()) cmds = with_captures(cmds, *capture_points(cmds.size(), m0));
-    rc::state::runAll(cmds, m0, sut);
+    try {
+      rc::state::runAll(cmds, m0, sut);
+    } catch (...) {
+      if (judging.work) *judging.work = sut.judge.work();
+      throw;
+    }
+    if (judging.work) *judging.work = sut.judge.work();
     // Coverage tags (printed by RapidCheck with the success message): sequence length and which
     // lifecycle events the case exercised.
     const auto& ex = sut.judge.executed();

@@ -17,9 +17,11 @@
 
 namespace replayssm::fuzz {
 
-// The verify widths (1 + num_draft) engines ship with MTP / EAGLE drafts; the generator draws them with extra
-// weight (those <= max_T), besides any width in [1, max_T].
-inline constexpr int kVerifyWidths[] = {2, 4, 5, 8, 12};
+// The verify widths (1 + num_draft) engines ship with MTP / EAGLE drafts (num_draft 1..7, and 11); the generator
+// draws them with extra weight (those < max_T, and max_T itself), besides any width in [1, max_T], so that every
+// narrow width gets rows enough to commit each of its accepted counts even when max_T is wide (docs/lifecycle.md,
+// "Verdict levels").
+inline constexpr int kVerifyWidths[] = {2, 3, 4, 5, 6, 7, 8, 12};
 
 struct ModelRequest {
   enum class Status { Running, Finished, Preempted } status = Status::Running;
@@ -70,6 +72,9 @@ struct LifecycleJudging {
   std::set<ref::Check> disabled;
   std::optional<ref::Check>* failed_check = nullptr;
   std::string* failed_call = nullptr;
+  // What the case exercised and the setup it ran with (its PAD convention drawn), stored whether it passed or not.
+  ref::JudgedWork* work = nullptr;
+  ref::EngineSetup* ran_setup = nullptr;
 };
 
 // Runs one generated command sequence (call inside a RapidCheck property). The case's PAD convention is drawn

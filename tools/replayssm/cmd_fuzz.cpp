@@ -12,6 +12,7 @@
 #include "replayssm/error.hpp"
 #include "report.hpp"
 #include "trace_gen.hpp"
+#include "verdict.hpp"
 
 namespace replayssm::cli {
 
@@ -99,11 +100,18 @@ void register_fuzz(CLI::App& app) {
         exported = true;  // the first failing campaign's case; a second one would overwrite it
       }
       reports.push_back(j);
-      if (r.failed) exit_code = 1;
     }
-    const nlohmann::json report{{"command", "fuzz"}, {"shard", shard.to_json()}, {"campaigns", reports}};
+    // The verdict per target: what its campaigns claimed against what they exercised (verdict.hpp).
+    const auto verdicts = campaign_verdicts(reports, a->requirements);
+    print_verdicts(verdicts);
+    const fuzz::Level level = overall(verdicts);
+    nlohmann::json report{{"command", "fuzz"}, {"shard", shard.to_json()}, {"campaigns", reports},
+                          {"requirements", requirements_json(a->requirements)}, {"verdict", fuzz::to_string(level)}};
+    for (const auto& v : verdicts) report["verdicts"].push_back(v.to_json());
+    std::cout << "== verdict: " << fuzz::to_string(level) << "\n";
     if (!json_out->empty()) write_json_report(*json_out, report);
     if (!junit_out->empty()) write_junit(*junit_out, junit_suites(report));
+    exit_code = fuzz::exit_status(level);
   });
 }
 

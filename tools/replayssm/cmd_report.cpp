@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "replayssm/error.hpp"
 #include "report.hpp"
+#include "verdict.hpp"
 
 namespace replayssm::cli {
 
@@ -38,7 +39,18 @@ void register_report(CLI::App& app) {
   merge->callback([files, json_out, junit_out] {
     std::vector<nlohmann::json> reports;
     for (const auto& f : *files) reports.push_back(read_report(f));
-    const auto m = merge_reports(reports, *files);
+    auto m = merge_reports(reports, *files);
+    // The merged verdict: the shards' coverage summed per target, judged by the requirements the shards ran with.
+    const fuzz::Requirements req = reports.empty() ? fuzz::Requirements{} : requirements_from(reports.front());
+    const auto verdicts = campaign_verdicts(m["campaigns"], req, {}, m["fixtures_failed"].get<int>() > 0);
+    fuzz::Level level = m["campaigns"].empty() ? (m["ok"].get<bool>() ? fuzz::Level::Conformant : fuzz::Level::NotConformant)
+                                               : overall(verdicts);
+    if (!m["problems"].empty()) level = fuzz::Level::NotConformant;  // a shard missing or given twice
+    for (const auto& v : verdicts) m["verdicts"].push_back(v.to_json());
+    m["requirements"] = requirements_json(req);
+    m["verdict"] = fuzz::to_string(level);
+    m["ok"] = level == fuzz::Level::Conformant;
+    print_verdicts(verdicts);
     int cases = 0;
     for (const auto& c : m["campaigns"]) {
       cases += c["cases_passed"].get<int>();
@@ -55,10 +67,10 @@ void register_report(CLI::App& app) {
     std::cout << "merged " << files->size() << " report(s): fixtures " << m["fixtures_passed"].get<int>()
               << " passed, " << m["fixtures_failed"].get<int>() << " failed; campaigns " << m["campaigns"].size()
               << " (" << cases << " cases passed), " << m["campaigns_failed"].get<int>() << " failed -> "
-              << (m["ok"].get<bool>() ? "ok" : "FAIL") << "\n";
+              << fuzz::to_string(level) << "\n";
     if (!json_out->empty()) write_json_report(*json_out, m);
     if (!junit_out->empty()) write_junit(*junit_out, junit_suites(m));
-    if (!m["ok"].get<bool>()) exit_code = 1;
+    exit_code = fuzz::exit_status(level);
   });
 }
 

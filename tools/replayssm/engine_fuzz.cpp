@@ -1,6 +1,7 @@
 #include "engine_fuzz.hpp"
 
 #include <cstdio>
+#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "engine_campaign.hpp"
@@ -9,6 +10,7 @@
 #include "junit.hpp"
 #include "replayssm/error.hpp"
 #include "report.hpp"
+#include "coverage.hpp"
 
 namespace replayssm::cli {
 
@@ -31,6 +33,22 @@ void add_engine_level_options(CLI::App* c, EngineLevelArgs& e) {
 
 int run_engine_level(const FuzzArgs& a, const EngineLevelArgs& e, const std::string& json_out,
                      const std::string& junit_out) {
+  const auto record = engine_campaign(a, e);
+  const fuzz::Shard shard = shard_of(a);
+  const bool failed = record.value("failed", false);
+  const fuzz::Level level = fuzz::level_of(failed, record.value("cases_passed", 0) > 0, {});
+  std::cout << "== verdict: " << fuzz::to_string(level) << "\n";
+  const nlohmann::json report{{"command", "fuzz"},
+                              {"level", "engine"},
+                              {"shard", shard.to_json()},
+                              {"campaigns", nlohmann::json::array({record})},
+                              {"verdict", fuzz::to_string(level)}};
+  if (!json_out.empty()) write_json_report(json_out, report);
+  if (!junit_out.empty()) write_junit(junit_out, junit_suites(report));
+  return fuzz::exit_status(level);
+}
+
+nlohmann::json engine_campaign(const FuzzArgs& a, const EngineLevelArgs& e) {
   fuzz::EngineFuzzOptions o;
   o.target = a.target;
   if (o.target.rfind("engine:", 0) == 0) o.target = o.target.substr(7);  // engine:reference, engine:exec:CMD
@@ -84,13 +102,8 @@ int run_engine_level(const FuzzArgs& a, const EngineLevelArgs& e, const std::str
   record["campaign_cases"] = a.cases;
   record["campaign"] = campaign;  // the same for every shard: report merge groups the shards by it
   record["rerun"] = rerun;
-  const nlohmann::json report{{"command", "fuzz"},
-                              {"level", "engine"},
-                              {"shard", shard.to_json()},
-                              {"campaigns", nlohmann::json::array({record})}};
-  if (!json_out.empty()) write_json_report(json_out, report);
-  if (!junit_out.empty()) write_junit(junit_out, junit_suites(report));
-  return r.failed ? 1 : 0;
+  record["level"] = "engine";
+  return record;
 }
 
 }  // namespace replayssm::cli

@@ -24,5 +24,7 @@ void add_engine_level_options(CLI::App* c, EngineLevelArgs& e);
 // the JSON report when `json_out` is set; returns the exit code.
 int run_engine_level(const FuzzArgs& a, const EngineLevelArgs& e, const std::string& json_out,
                      const std::string& junit_out);
+// The campaign alone: runs it, prints its lines, returns its record (with "level": "engine") for a report.
+nlohmann::json engine_campaign(const FuzzArgs& a, const EngineLevelArgs& e);
 
 }  // namespace replayssm::cli

@@ -18,7 +18,10 @@ void add_fuzz_options(CLI::App* c, FuzzArgs& a) {
   c->add_option("--cases", a.cases, "Command sequences per target")->capture_default_str();
   c->add_option("--max-commands", a.max_commands, "Longest command sequence")->capture_default_str();
   c->add_option("--slots", a.slots, "State pool slots")->capture_default_str();
-  c->add_option("--max-T", a.max_T, "Largest verify window (1 + drafts)")->capture_default_str();
+  c->add_option("--max-T", a.max_T,
+                "Widest verify window (1 + drafts) a case may draw, the target's claimed max_T at most; half the cases "
+                "draw exactly that width")
+      ->capture_default_str();
   c->add_option("--seed", a.seed,
                 "Campaign seed: same options and seed, same cases (RC_PARAMS's seed does not apply to campaigns; "
                 "the CLI prints no RapidCheck configuration line)")
@@ -33,7 +36,19 @@ void add_fuzz_options(CLI::App* c, FuzzArgs& a) {
                 "Cases with the conv component (W = 4, SiLU, windows per slot judged after every command): off, mix "
                 "(a quarter of the cases) or on")
       ->capture_default_str();
+  c->add_option("--dims", a.dims,
+                "H,HV,K,V: run the preset's recurrence at these heads and dims instead of its own (conform's "
+                "full-depth campaigns at the smallest dimensions a target claims)");
   c->add_option("--dump-dir", a.dump_dir, "Where a failing case is written")->capture_default_str();
+  c->add_option("--min-cases-per-value", a.requirements.min_cases_per_value,
+                "Verdict: cases every claimed value of every configuration dimension needs (else INCOMPLETE)")
+      ->capture_default_str();
+  c->add_option("--min-rows", a.requirements.min_real_rows,
+                "Verdict: rows that must reach the implementation (verify and prefill) per verdict")
+      ->capture_default_str();
+  c->add_option("--exhaustive-accepted", a.requirements.exhaustive_accepted_up_to,
+                "Verdict: widths up to this need every accepted count 0..T committed; wider ones 0, T and one between")
+      ->capture_default_str();
   c->add_option("--target-timeout", a.target_timeout,
                 "Seconds an exec: target may take for one command before it is killed and the case fails")
       ->capture_default_str();
@@ -41,11 +56,14 @@ void add_fuzz_options(CLI::App* c, FuzzArgs& a) {
                 "Seconds a new exec: target process may take to start and answer hello (apart from "
                 "--target-timeout, so a short one does not fail a target that is slow to start)")
       ->capture_default_str();
-  c->add_option("--l2norm", a.l2norm, "Override the preset's q/k l2norm form: rsqrt_mul, div_sqrt or none");
-  c->add_option("--act-dtype", a.act_dtype, "Override the preset's activation dtype: F32 or BF16");
-  c->add_option("--state-dtype", a.state_dtype, "Override the preset's state dtype: F32 or BF16");
-  c->add_option("--layout", a.layout, "Override the preset's state layout: vk or kv");
-  c->add_option("--kda-gate", a.kda_gate, "Override the preset's KDA gate: softplus or lower_bound_sigmoid");
+  c->add_option("--l2norm", a.l2norm,
+                "Fix the q/k l2norm form (rsqrt_mul, div_sqrt, ...) instead of drawing it per case from what the target "
+                "claims");
+  c->add_option("--act-dtype", a.act_dtype, "Fix the activation dtype (F32 or BF16) instead of drawing it per case");
+  c->add_option("--state-dtype", a.state_dtype, "Fix the state dtype (F32 or BF16) instead of drawing it per case");
+  c->add_option("--layout", a.layout, "Fix the state layout (vk or kv) instead of drawing it per case");
+  c->add_option("--kda-gate", a.kda_gate,
+                "Fix the KDA gate (softplus or lower_bound_sigmoid) instead of drawing it per case");
   c->add_option("--shard", a.shard,
                 "I/N: run shard I (from 0) of N of every campaign: its share of --cases from its own seed derived "
                 "from --seed (default: $GTEST_SHARD_INDEX/$GTEST_TOTAL_SHARDS when set); merge the shards' --json "
@@ -61,13 +79,25 @@ fuzz::FuzzOptions options_for(const FuzzArgs& a, const std::string& target) {
   fuzz::FuzzOptions o;
   o.target = target;
   o.cfg = preset(a.preset);
+  if (!a.dims.empty()) {
+    int v[4] = {0, 0, 0, 0};
+    char tail = 0;
+    require(std::sscanf(a.dims.c_str(), "%d,%d,%d,%d%c", &v[0], &v[1], &v[2], &v[3], &tail) == 4, "dims",
+            "must be H,HV,K,V (four integers), got '", a.dims, "'");
+    o.cfg.H = v[0];
+    o.cfg.HV = v[1];
+    o.cfg.K = v[2];
+    o.cfg.V = v[3];
+    o.cfg.name = a.preset + "@" + a.dims;
+  }
   require(a.layers >= 0, "layers", "must be >= 0");
   if (a.layers > 0) o.cfg.num_layers = std::min(a.layers, o.cfg.num_layers);
-  if (!a.l2norm.empty()) o.cfg.l2norm = parse_l2norm(a.l2norm, "l2norm");
-  if (!a.act_dtype.empty()) o.cfg.act_dtype = parse_dtype(a.act_dtype, "act-dtype");
-  if (!a.state_dtype.empty()) o.cfg.state_dtype = parse_dtype(a.state_dtype, "state-dtype");
-  if (!a.layout.empty()) o.cfg.layout = parse_layout(a.layout, "layout");
-  if (!a.kda_gate.empty()) o.cfg.kda_gate = parse_kda_gate(a.kda_gate, "kda-gate");
+  // A fixed dimension is the base configuration's value and the only one drawn (envelope.hpp, narrow).
+  if (!a.l2norm.empty()) o.narrowing.l2norm = o.cfg.l2norm = parse_l2norm(a.l2norm, "l2norm");
+  if (!a.act_dtype.empty()) o.narrowing.act_dtype = o.cfg.act_dtype = parse_dtype(a.act_dtype, "act-dtype");
+  if (!a.state_dtype.empty()) o.narrowing.state_dtype = o.cfg.state_dtype = parse_dtype(a.state_dtype, "state-dtype");
+  if (!a.layout.empty()) o.narrowing.layout = o.cfg.layout = parse_layout(a.layout, "layout");
+  if (!a.kda_gate.empty()) o.narrowing.kda_gate = o.cfg.kda_gate = parse_kda_gate(a.kda_gate, "kda-gate");
   o.cfg.validate();
   require(a.cases >= 1, "cases", "must be >= 1, got ", a.cases);
   const fuzz::Shard shard = shard_of(a);
@@ -120,7 +150,7 @@ std::string campaign_command(const FuzzArgs& a, const std::string& target) {
          std::to_string(a.layers) + " --cases " + std::to_string(a.cases) + " --max-commands " +
          std::to_string(a.max_commands) + " --slots " + std::to_string(a.slots) + " --max-T " + std::to_string(a.max_T) +
          " --recon " + shell_quote(a.recon) + " --ring-dtype " + shell_quote(a.ring_dtype) + " --gates " + shell_quote(a.gates) +
-         " --conv " + shell_quote(a.conv) + " --fault " +
+         " --conv " + shell_quote(a.conv) + (a.dims.empty() ? "" : " --dims " + a.dims) + " --fault " +
          shell_quote(a.fault) + " --seed " + std::to_string(a.seed) + overrides(a) +
          (a.export_trace.empty() ? "" : " --export-trace " + shell_quote(a.export_trace));
 }

@@ -24,14 +24,16 @@ struct FuzzArgs {
   int cases = 100;  // the property suite's budget: every catalogue fault is caught at it
   int max_commands = 100;
   int slots = 6;
-  int max_T = 4;
+  int max_T = 12;  // the widest window drawn; the target's claimed max_T caps it (envelope.hpp)
   std::uint64_t seed = 1;
   std::string recon = "serial";
   std::string ring_dtype = "F32";
   std::string gates = "mix";  // mix (a quarter of the cases realistic), benign or realistic (inputs.hpp)
-  std::string conv = "off";   // off, mix (a quarter of the cases) or on: the conv component (conv_component.hpp)
+  std::string conv = "mix";   // off, mix (a quarter of the cases) or on: the conv component (conv_component.hpp)
+  std::string dims;           // "H,HV,K,V": the preset's heads and dims replaced (--dims); "" = the preset's
   std::string fault = "none";
   std::string dump_dir = ".";
+  fuzz::Requirements requirements;  // what a verdict needs (--min-cases-per-value, --min-rows, --exhaustive-accepted)
   double target_timeout = 60;  // seconds per command of an exec: target
   double target_startup_timeout = 300;  // seconds an exec: target or engine may take to answer hello
   // Overrides of the preset's model configuration (empty: the preset's own value), so that an implementation

@@ -1,5 +1,7 @@
 #include "report.hpp"
 
+#include "coverage.hpp"
+
 #include <map>
 #include <set>
 
@@ -90,6 +92,22 @@ std::vector<JUnitSuite> junit_suites(const json& report) {
   }
   for (const auto& r : campaigns_of(report))
     suite("fuzz campaigns").cases.push_back(junit_campaign(r, "replayssm.fuzz." + r.value("preset", std::string("?"))));
+  // The verdict of each target (verdict.hpp): CONFORMANT passes; NOT CONFORMANT and INCOMPLETE fail, the latter
+  // with what was not exercised, so that a CI reading only the JUnit file sees what the exit status says.
+  for (const auto& v : report.value("verdicts", json::array())) {
+    JUnitCase c;
+    c.classname = "replayssm.verdict";
+    c.name = v.value("target", std::string("?"));
+    const std::string level = v.value("verdict", std::string("?"));
+    if (level != "CONFORMANT") {
+      c.status = JUnitCase::Status::Failed;
+      c.message = level;
+      const auto unmet = v.value("unmet", json::array());
+      if (!unmet.empty()) c.message += ": not exercised: " + unmet.front().get<std::string>();
+      for (const auto& u : unmet) c.text += "not exercised: " + u.get<std::string>() + "\n";
+    }
+    suite("verdict").cases.push_back(c);
+  }
   return suites;
 }
 
@@ -132,7 +150,7 @@ json merge_reports(const std::vector<json>& reports, const std::vector<std::stri
       if (!merged.count(key)) {
         order.push_back(key);
         merged[key] = json{{"campaign", key},          {"target", c.value("target", "")},
-                           {"preset", c.value("preset", "")}, {"covered", true},
+                           {"preset", c.value("preset", "")}, {"op", c.value("op", "")}, {"covered", true},
                            {"not_covered", c.value("not_covered", "")}, {"cases_passed", 0},
                            {"seconds", 0.0},           {"failed", false},
                            {"failures", json::array()}, {"shards", s.value("count", 1)}};
@@ -142,6 +160,13 @@ json merge_reports(const std::vector<json>& reports, const std::vector<std::stri
         problems.push_back(key + ": shards of different counts (" + std::to_string(m["shards"].get<int>()) + " and " +
                            std::to_string(s.value("count", 1)) + ")");
       m["covered"] = m["covered"].get<bool>() && c.value("covered", true);
+      if (c.contains("level")) m["level"] = c.at("level");
+      if (c.contains("envelope") && !m.contains("envelope")) m["envelope"] = c.at("envelope");
+      if (c.contains("coverage")) {  // the shards' coverage summed: the merged verdict judges all of it
+        auto cov = m.contains("coverage") ? fuzz::Coverage::from_json(m.at("coverage")) : fuzz::Coverage{};
+        cov.merge(fuzz::Coverage::from_json(c.at("coverage"), names[k] + ": coverage"));
+        m["coverage"] = cov.to_json();
+      }
       m["cases_passed"] = m["cases_passed"].get<int>() + c.value("cases_passed", 0);
       m["seconds"] = m["seconds"].get<double>() + c.value("seconds", 0.0);
       if (c.value("failed", false)) {

@@ -70,15 +70,24 @@ def test_junit():
     check("reproduce: replayssm check " in failure.get("message") and victim in failure.get("message"),
           "check: the failure message itself holds the repro command")
 
-    # fuzz: a passing campaign, then an injected fault -> failure with reason and rerun command.
-    run("fuzz", "--target", "replay", *SMALL, "--cases", "5", "--junit", path("fuzz.xml"), "--json", path("fuzz.json"))
-    _, counts = junit(path("fuzz.xml"))
-    check(counts == (1, 0, 0), "fuzz: one passing test case per campaign")
+    # fuzz: a passing campaign too short to exercise what the target claims (INCOMPLETE, exit 3, a failing verdict
+    # case naming what was not exercised), a full-depth one (CONFORMANT), then an injected fault -> failure with
+    # reason and rerun command.
+    run("fuzz", "--target", "replay", *SMALL, "--cases", "5", "--junit", path("fuzz.xml"), "--json", path("fuzz.json"),
+        expect=3)
+    root, counts = junit(path("fuzz.xml"))
+    verdict = root.find("./testsuite[@name='verdict']/testcase/failure")
+    check(counts == (2, 1, 0) and verdict is not None and verdict.get("message").startswith("INCOMPLETE: not exercised"),
+          "fuzz: a passing campaign and an INCOMPLETE verdict case naming what was not exercised")
+    run("fuzz", "--target", "replay", "--preset", "tiny-gdn", "--cases", "100", "--max-commands", "100",
+        "--junit", path("fuzz_full.xml"))
+    _, counts = junit(path("fuzz_full.xml"))
+    check(counts == (2, 0, 0), "fuzz: a full-depth campaign and a CONFORMANT verdict case")
     run("fuzz", "--target", "replay", *SMALL, "--cases", "100", "--fault", "zero_accepted_as_one", "--dump-dir",
         path("d"), "--junit", path("fuzz_bad.xml"), expect=1)
     root, counts = junit(path("fuzz_bad.xml"))
     failure = root.find("./testsuite/testcase/failure")
-    check(counts == (1, 1, 0) and failure.get("message"), "fuzz: the faulty campaign fails with its reason")
+    check(counts == (2, 2, 0) and failure.get("message"), "fuzz: the faulty campaign fails with its reason")
     check("replayssm fuzz --replay" in failure.text and "--fault zero_accepted_as_one" in failure.text,
           "fuzz: the failure text holds the replay and rerun commands")
     check("reproduce: replayssm fuzz --replay " in failure.get("message"),
@@ -86,20 +95,23 @@ def test_junit():
 
     # conform: one test case per fixture (committed and generated) and per campaign.
     run("conform", "--preset", "tiny-kda", "--cases", "3", "--no-deep", "--json", path("conform.json"), "--junit",
-        path("conform.xml"))
+        path("conform.xml"), expect=3)
     rep = json.load(open(path("conform.json")))
     n_fx = sum(len(d["results"]) for d in rep["committed_fixtures"]) + len(rep["determinism"]["results"])
     _, counts = junit(path("conform.xml"))
-    check(counts == (n_fx + len(rep["fuzz"]), 0, 0), f"conform: {n_fx} fixtures + {len(rep['fuzz'])} campaigns")
+    n_v = len(rep["verdicts"])
+    n_bad = sum(v["verdict"] != "CONFORMANT" for v in rep["verdicts"])
+    check(rep["verdict"] == "INCOMPLETE" and n_bad >= 1 and counts == (n_fx + len(rep["fuzz"]) + n_v, n_bad, 0),
+          f"conform: {n_fx} fixtures + {len(rep['fuzz'])} campaigns + {n_v} verdicts, INCOMPLETE without --deep")
 
     # A campaign the target does not cover is skipped (a report as a shard would write it, merged).
     uncovered = {"command": "fuzz", "campaigns": [
         {"target": "exec:x", "preset": "tiny-gdn", "covered": False, "not_covered": "K = 64 only", "failed": False,
          "cases_passed": 0, "seconds": 0, "campaign": "replayssm fuzz --target exec:x"}]}
     json.dump(uncovered, open(path("uncovered.json"), "w"))
-    run("report", "merge", path("uncovered.json"), "--junit", path("uncovered.xml"))
+    run("report", "merge", path("uncovered.json"), "--junit", path("uncovered.xml"), expect=3)
     root, counts = junit(path("uncovered.xml"))
-    check(counts == (1, 0, 1) and "K = 64 only" in root.find(".//skipped").get("message"),
+    check(counts == (2, 1, 1) and "K = 64 only" in root.find(".//skipped").get("message"),
           "a campaign not covered is a skipped test case, with the reason")
 
     # A JUnit file that cannot be written: non-zero exit, the error names the option, nothing left behind.
@@ -129,18 +141,21 @@ def test_shards():
     reports = []
     for i in range(3):
         out = path(f"s{i}.json")
-        run("fuzz", "--target", "replay", *SMALL, "--cases", "10", "--seed", "5", "--shard", f"{i}/3", "--json", out)
+        run("fuzz", "--target", "replay", *SMALL, "--cases", "10", "--seed", "5", "--shard", f"{i}/3", "--json", out,
+            expect=3)
         reports.append(json.load(open(out)))
     camps = [r["campaigns"][0] for r in reports]
     check(sum(c["cases_passed"] for c in camps) == 10 and [c["cases"] for c in camps] == [4, 3, 3],
           "3 shards of 10 cases run 4 + 3 + 3")
     check(len({c["seed"] for c in camps}) == 3 and 5 not in {c["seed"] for c in camps}, "each shard has its own seed")
     again = path("s1_again.json")
-    run("fuzz", "--target", "replay", *SMALL, "--cases", "10", "--seed", "5", "--shard", "1/3", "--json", again)
+    run("fuzz", "--target", "replay", *SMALL, "--cases", "10", "--seed", "5", "--shard", "1/3", "--json", again,
+        expect=3)
     a = json.load(open(again))["campaigns"][0]
     check((a["seed"], a["cases_passed"]) == (camps[1]["seed"], camps[1]["cases_passed"]), "shard 1/3 reruns alone")
     env.update(GTEST_SHARD_INDEX="1", GTEST_TOTAL_SHARDS="3")
-    run("fuzz", "--target", "replay", *SMALL, "--cases", "10", "--seed", "5", "--json", path("env.json"), env=env)
+    run("fuzz", "--target", "replay", *SMALL, "--cases", "10", "--seed", "5", "--json", path("env.json"), env=env,
+        expect=3)
     e = json.load(open(path("env.json")))["campaigns"][0]
     check(e["seed"] == camps[1]["seed"] and "--shard 1/3" in e["rerun"], "GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS honoured")
     whole = json.load(open(path("s0.json")))["campaigns"][0]["campaign"]
@@ -151,12 +166,14 @@ def test_shards():
     check(p.returncode == 2 and "shard" in p.stderr, "shard index out of range: an error naming shard")
 
     merged = path("merged.json")
-    run("report", "merge", *[path(f"s{i}.json") for i in range(3)], "--json", merged, "--junit", path("merged.xml"))
+    run("report", "merge", *[path(f"s{i}.json") for i in range(3)], "--json", merged, "--junit", path("merged.xml"),
+        expect=3)
     m = json.load(open(merged))
-    check(m["ok"] and m["campaigns"][0]["cases_passed"] == 10 and m["campaigns"][0]["shards"] == 3,
-          "merge: 10 cases over 3 shards, ok")
+    check(m["verdict"] == "INCOMPLETE" and m["campaigns"][0]["cases_passed"] == 10 and m["campaigns"][0]["shards"] == 3
+          and m["verdicts"][0]["coverage"]["cases"] == 10,
+          "merge: 10 cases over 3 shards, their coverage summed, INCOMPLETE as each shard")
     _, counts = junit(path("merged.xml"))
-    check(counts == (1, 0, 0), "merge: one test case for the campaign")
+    check(counts == (2, 1, 0), "merge: one test case for the campaign, one for its verdict")
     p = run("report", "merge", path("s0.json"), path("s2.json"), expect=1)
     check("shard 1/3 is missing" in p.stdout, "merge: a missing shard fails the merge, named")
     p = run("report", "merge", path("s0.json"), path("s0.json"), path("s1.json"), path("s2.json"), expect=1)
@@ -173,7 +190,7 @@ def test_shards():
     check(not fm["ok"] and fails and all("--shard" in f["rerun"] and f["dump_path"] for f in fails),
           f"merge: a failing shard fails the merge; {len(fails)} failure(s) kept with rerun and dump")
     root, counts = junit(path("fm.xml"))
-    check(counts == (1, 1, 0) and "--shard" in root.find(".//failure").text, "merge: JUnit failure with the repro")
+    check(counts == (2, 2, 0) and "--shard" in root.find(".//failure").text, "merge: JUnit failure with the repro")
 
     # Engine-level shards merge the same way (each report names its shard and the whole campaign).
     for i in range(2):
@@ -189,10 +206,10 @@ def test_shards():
     # conform shards: fixtures split, every fixture checked once over the shards.
     for i in range(2):
         run("conform", "--preset", "tiny-kda", "--cases", "2", "--no-deep", "--shard", f"{i}/2", "--json",
-            path(f"c{i}.json"))
-    run("report", "merge", path("c0.json"), path("c1.json"), "--json", path("cm.json"))
+            path(f"c{i}.json"), expect=3)
+    run("report", "merge", path("c0.json"), path("c1.json"), "--json", path("cm.json"), expect=3)
     cm = json.load(open(path("cm.json")))
-    run("conform", "--preset", "tiny-kda", "--cases", "2", "--no-deep", "--json", path("c_all.json"))
+    run("conform", "--preset", "tiny-kda", "--cases", "2", "--no-deep", "--json", path("c_all.json"), expect=3)
     whole = json.load(open(path("c_all.json")))
     n = sum(len(d["results"]) for d in whole["committed_fixtures"]) + len(whole["determinism"]["results"])
     paths = [f["path"] for f in cm["fixtures"]]

@@ -40,6 +40,8 @@ std::string to_string(KdaGate);
 Op parse_op(const std::string& s, const std::string& field = "op");
 StateLayout parse_layout(const std::string& s, const std::string& field = "layout");
 L2Norm parse_l2norm(const std::string& s, const std::string& field = "l2norm");
+// The forms that normalise (every one but L2Norm::None): what a model runs and a campaign draws.
+std::vector<L2Norm> normalising_l2norms();
 KdaGate parse_kda_gate(const std::string& s, const std::string& field = "kda_gate");
 
 struct ModelConfig {

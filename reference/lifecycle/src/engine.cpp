@@ -272,8 +272,12 @@ std::vector<std::vector<float>> Engine::begin_step(const Cmd& c) {
   PackedStep s = pack_step(c);
   for (std::size_t i = 0; i < s.rows.size(); ++i) {
     const BatchRow& b = s.rows[i].row;
-    last_rows_.push_back(PackedRow{s.spec[i] ? s.spec[i]->req : -1, b.token_offset, b.T,
-                                   s.spec[i] != nullptr && s.rows[i].kind == RowKind::Prefill});
+    PackedRow pr{s.spec[i] ? s.spec[i]->req : -1, b.token_offset, b.T,
+                 s.spec[i] != nullptr && s.rows[i].kind == RowKind::Prefill};
+    pr.graph_tail = s.rows[i].graph_tail;
+    pr.stale_tail = s.rows[i].graph_tail && b.slot != kPadSlot;
+    pr.out_of_place = s.spec[i] != nullptr && b.write_slot != b.slot;
+    last_rows_.push_back(pr);
     if (s.spec[i]) last_written_.push_back(b.write_slot);  // an out-of-place row's read slot is not written
     if (s.spec[i] && b.write_slot != b.slot) target_->allocate(b.write_slot);  // the destination is (re)allocated
   }
@@ -293,7 +297,11 @@ void Engine::finish_step() {
   in_step_.reset();
   const Cmd& c = in_step_cmd_;
   for (std::size_t i = 0; i < s.rows.size(); ++i)
-    if (s.spec[i] && s.rows[i].kind == RowKind::Verify) s.rows[i].row.accepted = commit_length(*s.spec[i]);
+    if (s.spec[i] && s.rows[i].kind == RowKind::Verify) {
+      s.rows[i].row.accepted = commit_length(*s.spec[i]);
+      last_rows_[i].accepted = s.rows[i].row.accepted;
+      last_rows_[i].early_stop = s.spec[i]->stop_at > 0;
+    }
   const CommitKept kept = commit_kept(canonical_rows(s.rows, setup_));  // call_rules.hpp
   last_kept_ = kept.at_zero;
   last_read_only_ = kept.read_only;

@@ -55,6 +55,35 @@ Judge::Judge(const EngineSetup& setup, const std::string& target_kind, Fault fau
       tier_(judge_tier),
       disabled_(std::move(disabled)) {}
 
+void Judge::count_work(const Cmd& c) {
+  ++work_.commands[to_string(c.kind)];
+  if (c.kind == Cmd::Kind::Capture) {
+    for (const auto& [id, r] : oracle_.requests())
+      if (r.slot != kPadSlot) {
+        ++work_.live_captures;
+        break;
+      }
+    return;
+  }
+  if (c.kind != Cmd::Kind::Step) return;
+  for (const auto& r : oracle_.last_rows()) {
+    if (r.req < 0) {
+      ++work_.pad_rows;
+      if (r.stale_tail) ++work_.stale_tail_rows;
+      else if (r.graph_tail) ++work_.pad_tail_rows;
+      continue;
+    }
+    if (r.prefill) {
+      ++work_.prefill_rows;
+      continue;
+    }
+    ++work_.verify_rows;
+    work_.accepted[r.T].insert(r.accepted);
+    if (r.out_of_place) ++work_.out_of_place_rows;
+    if (r.early_stop) ++work_.early_stops;
+  }
+}
+
 template <class F>
 std::string Judge::run_check(Check check, const char* call, F&& f) const {
   if (disabled_.count(check)) return {};
@@ -115,6 +144,7 @@ std::string Judge::apply(const Cmd& c) {
   }
   if (c.kind != Cmd::Kind::Step) {
     oracle_.execute(c);  // an Error here means the command itself is invalid: propagate
+    count_work(c);
     try {
       sut_.execute(c);
     } catch (const Error& e) {
@@ -150,6 +180,7 @@ std::string Judge::apply(const Cmd& c) {
     return std::string("implementation failed while its results were read after step: ") + e.what();
   }
   oracle_.finish_step();
+  count_work(c);
   try {
     sut_.finish_step();
   } catch (const Error& e) {

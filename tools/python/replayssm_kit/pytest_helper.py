@@ -121,7 +121,7 @@ def _shrunk_commands(counterexample: str) -> str:
 
 
 def fuzz_target(command, preset="tiny-gdn", cases=100, seed=1, layers=None, max_T=None, extra_args=(),
-                dump_dir=None, timeout=None):
+                dump_dir=None, timeout=None, complete=True):
     """Judges the implementation that `command` starts (a shell command line, or an argv list) with
     `replayssm fuzz --target exec:COMMAND` and returns the campaign reports (dicts of the --json output).
 
@@ -131,6 +131,9 @@ def fuzz_target(command, preset="tiny-gdn", cases=100, seed=1, layers=None, max_
     * A failing campaign: pytest.fail with the reason, the shrunk command sequence, the dump path and the
       exact command line that replays the dump. Dumps go to dump_dir (default: a new temporary directory,
       kept so the replay line keeps working).
+    * A verdict of INCOMPLETE (the campaigns passed but did not exercise everything the implementation claims,
+      docs/lifecycle.md "Verdict levels"): pytest.fail listing what was not exercised, unless complete=False
+      (a short smoke campaign), which warns instead.
     """
     import json
     import shlex
@@ -164,7 +167,8 @@ def fuzz_target(command, preset="tiny-gdn", cases=100, seed=1, layers=None, max_
         pytest.fail(f"replayssm fuzz did not run (exit status {proc.returncode}): {shlex.join(argv)}\n"
                     f"{proc.stderr}{proc.stdout}", pytrace=False)
     with open(report_path) as f:
-        campaigns = json.load(f)["campaigns"]
+        report = json.load(f)
+    campaigns = report["campaigns"]
     for c in campaigns:
         if c.get("failed"):
             replay = shlex.join([cli, "fuzz", "--replay", c["dump_path"], "--target", target]) if c.get(
@@ -184,7 +188,13 @@ def fuzz_target(command, preset="tiny-gdn", cases=100, seed=1, layers=None, max_
     for c in campaigns:
         if c.get("not_covered"):
             warnings.warn(f"replayssm fuzz {preset}: passed, but not covered: {c['not_covered']}")
-    if proc.returncode != 0:
+    if report.get("verdict") == "INCOMPLETE":
+        unmet = [u for v in report.get("verdicts", []) for u in v.get("unmet", [])]
+        text = f"replayssm fuzz {preset}: INCOMPLETE, not exercised: " + "; ".join(unmet)
+        if complete:
+            pytest.fail(text + f"\nrerun: {shlex.join(argv)}", pytrace=False)
+        warnings.warn(text)
+    elif proc.returncode != 0:
         pytest.fail(f"replayssm fuzz exited with status {proc.returncode}: {shlex.join(argv)}\n{proc.stderr}",
                     pytrace=False)
     return campaigns

@@ -208,8 +208,9 @@ def test_a_corrupted_expectation_fails_naming_the_command_layer_slot_and_worst_e
     src = next(p for p in ALL if "tiny-gdn" in p)
     t = load_trace(src)
     c = next(c for c in reversed(t.commands) if f"out.{c.index}.states" in t.fixture.tensors)
-    layer, slot = next((l, s) for l, s, _ in c.states
-                       if json.loads(t.fixture.metadata["commands"])[c.index]["states"][0][:2] == [l, s])
+    # The state stored in row 0 of this command's own states tensor (an entry may point at another command's).
+    layer, slot = next((l, s) for l, s, at, row in json.loads(t.fixture.metadata["commands"])[c.index]["states"]
+                       if at == c.index and row == 0)
 
     def bump(arr):
         arr[0].reshape(-1)[5] += 0.5

@@ -65,6 +65,11 @@ class Engine {
     std::int32_t req;  // -1 for PAD and graph tail rows
     std::int32_t offset, T;
     bool prefill = false;  // a prefill chunk (committed by the step itself), else a verify row or PAD
+    bool graph_tail = false;      // a PAD row of a captured batch's tail
+    bool stale_tail = false;      // ... that carries a stale slot id of an earlier, larger batch
+    bool out_of_place = false;    // a verify row committing into another slot
+    std::int32_t accepted = -1;   // a verify row's committed length, set by finish_step (-1 before)
+    bool early_stop = false;      // a verify row whose stop token was accepted
   };
   const std::vector<PackedRow>& last_rows() const { return last_rows_; }
   // The packed tokens of the last step per layer (what Target::step received), and with the conv component on

@@ -65,6 +65,17 @@ std::string to_string(Check c);                // "outputs", "pad_zeros", ...
 Check parse_check(const std::string& s);       // Error("check") listing the names
 std::vector<Check> all_checks();
 
+// What the judged commands exercised on the implementation (Judge::work): the rows that reached it by kind,
+// the verify widths with the accepted counts committed for each, and the commands and events of the run.
+struct JudgedWork {
+  long verify_rows = 0, prefill_rows = 0, pad_rows = 0;
+  long stale_tail_rows = 0, pad_tail_rows = 0;  // graph tails of captured steps (their rows count as PAD too)
+  long out_of_place_rows = 0, early_stops = 0, live_captures = 0;
+  std::map<int, std::set<int>> accepted;         // verify width T -> accepted counts committed
+  std::map<std::string, long> commands;          // command kind -> count ("admit", "step", ...)
+  long real_rows() const { return verify_rows + prefill_rows; }
+};
+
 class Judge {
  public:
   // judge_tier: compare outputs and states at this precision tier's tolerance (tier.hpp) whatever the target
@@ -89,6 +100,8 @@ class Judge {
   const std::optional<Check>& failed_check() const { return failed_check_; }
   const std::string& failed_call() const { return failed_call_; }
   bool enabled(Check c) const { return !disabled_.count(c); }
+  // What the commands applied so far exercised (the oracle engine's rows: both sides ran the same ones).
+  const JudgedWork& work() const { return work_; }
 
  private:
   using Outputs = std::vector<std::vector<float>>;
@@ -127,6 +140,8 @@ class Judge {
   mutable std::optional<CompareReport> failed_;
   mutable Tolerance failed_tol_;
   std::set<Check> disabled_;
+  JudgedWork work_;
+  void count_work(const Cmd& c);
   mutable std::optional<Check> failed_check_;
   mutable std::string failed_call_;
 };

@@ -1,0 +1,276 @@
+// The coverage matrix, the requirements of a claimed envelope and the verdict levels (coverage.hpp).
+#include "coverage.hpp"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "replayssm/error.hpp"
+
+namespace replayssm::fuzz {
+
+using nlohmann::json;
+
+void Coverage::add_case(const ref::EngineSetup& s, const ref::JudgedWork& w) {
+  ++cases;
+  const long rows = w.real_rows();
+  auto put = [&](const std::string& dim, const std::string& value) {
+    auto& cell = matrix[dim][value];
+    ++cell.cases;
+    cell.rows += rows;
+  };
+  const auto& c = s.cfg;
+  put("op", to_string(c.op));
+  put("act_dtype", std::string(dtype_name(c.act_dtype)));
+  put("state_dtype", std::string(dtype_name(c.state_dtype)));
+  put("layout", to_string(c.layout));
+  put("l2norm", to_string(c.l2norm));
+  if (c.op == Op::KDA) put("kda_gate", to_string(c.kda_gate));
+  put("round_beta_to_act", c.round_beta_to_act ? "true" : "false");
+  put("pad_convention", to_string(s.pad_convention));
+  put("gates", to_string(s.gates));
+  put("conv", s.conv ? "on" : "off");
+  put("max_T", std::to_string(s.max_T));
+  for (const auto& [T, ns] : w.accepted) {  // a width: the cases that verified it, the rows are this case's
+    auto& cell = matrix["width"][std::to_string(T)];
+    ++cell.cases;
+    cell.rows += rows;
+  }
+  work.verify_rows += w.verify_rows;
+  work.prefill_rows += w.prefill_rows;
+  work.pad_rows += w.pad_rows;
+  work.stale_tail_rows += w.stale_tail_rows;
+  work.pad_tail_rows += w.pad_tail_rows;
+  work.out_of_place_rows += w.out_of_place_rows;
+  work.early_stops += w.early_stops;
+  work.live_captures += w.live_captures;
+  for (const auto& [T, ns] : w.accepted) work.accepted[T].insert(ns.begin(), ns.end());
+  for (const auto& [k, n] : w.commands) work.commands[k] += n;
+}
+
+void Coverage::merge(const Coverage& o) {
+  cases += o.cases;
+  for (const auto& [dim, values] : o.matrix)
+    for (const auto& [v, cell] : values) {
+      auto& mine = matrix[dim][v];
+      mine.cases += cell.cases;
+      mine.rows += cell.rows;
+    }
+  work.verify_rows += o.work.verify_rows;
+  work.prefill_rows += o.work.prefill_rows;
+  work.pad_rows += o.work.pad_rows;
+  work.stale_tail_rows += o.work.stale_tail_rows;
+  work.pad_tail_rows += o.work.pad_tail_rows;
+  work.out_of_place_rows += o.work.out_of_place_rows;
+  work.early_stops += o.work.early_stops;
+  work.live_captures += o.work.live_captures;
+  for (const auto& [T, ns] : o.work.accepted) work.accepted[T].insert(ns.begin(), ns.end());
+  for (const auto& [k, n] : o.work.commands) work.commands[k] += n;
+  full_depth.insert(o.full_depth.begin(), o.full_depth.end());
+}
+
+json Coverage::to_json() const {
+  json m = json::object();
+  for (const auto& [dim, values] : matrix)
+    for (const auto& [v, cell] : values) m[dim][v] = json{{"cases", cell.cases}, {"rows", cell.rows}};
+  json acc = json::object();
+  for (const auto& [T, ns] : work.accepted) acc[std::to_string(T)] = std::vector<int>(ns.begin(), ns.end());
+  return json{{"cases", cases},
+              {"matrix", m},
+              {"rows", {{"verify", work.verify_rows}, {"prefill", work.prefill_rows}, {"pad", work.pad_rows},
+                        {"graph_stale_tail", work.stale_tail_rows}, {"graph_pad_tail", work.pad_tail_rows},
+                        {"out_of_place", work.out_of_place_rows}}},
+              {"events", {{"early_stops", work.early_stops}, {"live_captures", work.live_captures}}},
+              {"accepted", acc},
+              {"commands", work.commands},
+              {"full_depth", std::vector<std::string>(full_depth.begin(), full_depth.end())}};
+}
+
+Coverage Coverage::from_json(const json& j, const std::string& field) {
+  Coverage c;
+  try {
+    c.cases = j.at("cases").get<long>();
+    for (const auto& [dim, values] : j.at("matrix").items())
+      for (const auto& [v, cell] : values.items())
+        c.matrix[dim][v] = Cell{cell.at("cases").get<long>(), cell.at("rows").get<long>()};
+    const auto& r = j.at("rows");
+    c.work.verify_rows = r.at("verify").get<long>();
+    c.work.prefill_rows = r.at("prefill").get<long>();
+    c.work.pad_rows = r.at("pad").get<long>();
+    c.work.stale_tail_rows = r.at("graph_stale_tail").get<long>();
+    c.work.pad_tail_rows = r.at("graph_pad_tail").get<long>();
+    c.work.out_of_place_rows = r.at("out_of_place").get<long>();
+    c.work.early_stops = j.at("events").at("early_stops").get<long>();
+    c.work.live_captures = j.at("events").at("live_captures").get<long>();
+    for (const auto& [T, ns] : j.at("accepted").items())
+      for (const auto& n : ns) c.work.accepted[std::stoi(T)].insert(n.get<int>());
+    for (const auto& [k, n] : j.at("commands").items()) c.work.commands[k] = n.get<long>();
+    for (const auto& o : j.at("full_depth")) c.full_depth.insert(o.get<std::string>());
+  } catch (const json::exception& e) {
+    fail(field, "malformed coverage: ", e.what());
+  }
+  return c;
+}
+
+namespace {
+
+long cases_of(const Coverage& c, const std::string& dim, const std::string& v) {
+  const auto d = c.matrix.find(dim);
+  if (d == c.matrix.end()) return 0;
+  const auto it = d->second.find(v);
+  return it == d->second.end() ? 0 : it->second.cases;
+}
+
+template <class T, class Name>
+void need_values(std::vector<std::string>& out, const Coverage& c, const Requirements& r, const std::string& dim,
+                 const std::vector<T>& values, Name name) {
+  for (const auto& v : values) {
+    const long n = cases_of(c, dim, name(v));
+    if (n < r.min_cases_per_value)
+      out.push_back(dim + " " + name(v) + ": " + std::to_string(n) + " case" + (n == 1 ? "" : "s") + " (at least " +
+                    std::to_string(r.min_cases_per_value) + ")");
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> unmet(const std::vector<Claim>& claims, const Coverage& c, const Requirements& r) {
+  std::vector<std::string> out;
+  int max_T = 0;
+  bool copy = false, graph = false, oop = false, capture = false, conv = false;
+  for (const auto& cl : claims) {
+    const auto& e = cl.envelope;
+    if (!e.covered()) continue;
+    const std::string op = to_string(cl.op);
+    if (cases_of(c, "op", op) < r.min_cases_per_value)
+      out.push_back("op " + op + ": " + std::to_string(cases_of(c, "op", op)) + " cases (at least " +
+                    std::to_string(r.min_cases_per_value) + ")");
+    if (!c.full_depth.count(op))
+      out.push_back("op " + op + ": no full-depth campaign (" + std::to_string(kFullDepthCases) + " cases of up to " +
+                    std::to_string(kFullDepthCommands) + " commands at the smallest dimensions claimed)");
+    need_values(out, c, r, "act_dtype", e.act_dtypes, [](DType d) { return std::string(dtype_name(d)); });
+    need_values(out, c, r, "state_dtype", e.state_dtypes, [](DType d) { return std::string(dtype_name(d)); });
+    need_values(out, c, r, "layout", e.layouts, [](StateLayout l) { return to_string(l); });
+    need_values(out, c, r, "l2norm", e.l2norms, [](L2Norm l) { return to_string(l); });
+    need_values(out, c, r, "kda_gate", e.kda_gates, [](KdaGate g) { return to_string(g); });
+    need_values(out, c, r, "round_beta_to_act", e.round_beta, [](bool b) { return std::string(b ? "true" : "false"); });
+    need_values(out, c, r, "pad_convention", e.pad_conventions, [](ref::PadConvention p) { return to_string(p); });
+    max_T = std::max(max_T, e.max_T);
+    copy = copy || e.copy;
+    graph = graph || e.graph_padding;
+    oop = oop || e.out_of_place;
+    capture = capture || e.capture;
+    conv = conv || e.conv;
+  }
+  if (max_T == 0) return out;
+  // Widths: every one up to 16 verified; up to exhaustive_accepted_up_to every accepted count, up to 16 the
+  // counts 0, T and one between; wider windows in buckets (17-24, 25-32, 33-48, 49-64), each with 0, T and one
+  // count between committed by some width of the bucket, and max_T itself verified.
+  std::vector<std::string> widths_missing, counts_missing;
+  auto seen = [&](int T) -> const std::set<int>* {
+    const auto it = c.work.accepted.find(T);
+    return it == c.work.accepted.end() ? nullptr : &it->second;
+  };
+  for (int T = 1; T <= std::min(max_T, 16); ++T) {
+    const auto* ns = seen(T);
+    if (!ns) {
+      widths_missing.push_back(std::to_string(T));
+      continue;
+    }
+    std::string missing;
+    bool interior = T < 2;
+    for (int n : *ns) interior = interior || (n > 0 && n < T);
+    for (int n = 0; n <= T; ++n) {
+      const bool wanted = T <= r.exhaustive_accepted_up_to || n == 0 || n == T;
+      if (wanted && !ns->count(n)) missing += (missing.empty() ? "" : ", ") + std::to_string(n);
+    }
+    if (!interior) missing += (missing.empty() ? "" : ", ") + std::string("one strictly between 0 and T");
+    if (!missing.empty()) counts_missing.push_back("T = " + std::to_string(T) + ": accepted " + missing + " never committed");
+  }
+  const int buckets[][2] = {{17, 24}, {25, 32}, {33, 48}, {49, 64}};
+  for (const auto& b : buckets) {
+    if (b[0] > max_T) break;
+    const int hi = std::min(b[1], max_T);
+    bool any = false, zero = false, full = false, between = false;
+    for (int T = b[0]; T <= hi; ++T)
+      if (const auto* ns = seen(T)) {
+        any = true;
+        zero = zero || ns->count(0);
+        full = full || ns->count(T);
+        for (int n : *ns) between = between || (n > 0 && n < T);
+      }
+    const std::string range = std::to_string(b[0]) + ".." + std::to_string(hi);
+    if (!any) widths_missing.push_back(range);
+    else if (!zero || !full || !between)
+      counts_missing.push_back("widths " + range + ": accepted " + std::string(!zero ? "0 " : "") +
+                               (!full ? "T " : "") + (!between ? "between 0 and T " : "") + "never committed");
+  }
+  if (max_T > 16 && !seen(max_T)) widths_missing.push_back(std::to_string(max_T) + " (the claimed maximum)");
+  if (!widths_missing.empty()) {
+    std::string w;
+    for (const auto& x : widths_missing) w += (w.empty() ? "" : ", ") + x;
+    out.push_back("verify widths up to the claimed max_T = " + std::to_string(max_T) + ": no verify row of width " + w);
+  }
+  for (const auto& m : counts_missing) out.push_back("accepted counts, " + m);
+  const long rows = c.work.real_rows();
+  if (rows < r.min_real_rows)
+    out.push_back("real rows that reached the implementation: " + std::to_string(rows) + " (at least " +
+                  std::to_string(r.min_real_rows) + ")");
+  auto command = [&](const char* k, bool needed) {
+    const auto it = c.work.commands.find(k);
+    if (needed && (it == c.work.commands.end() || it->second == 0)) out.push_back(std::string("command ") + k + ": never run");
+  };
+  for (const char* k : {"admit", "step", "finish", "continue", "preempt", "resume"}) command(k, true);
+  command("copy", copy);
+  if (c.work.prefill_rows == 0) out.push_back("prefill rows: none");
+  if (c.work.pad_rows == 0) out.push_back("PAD rows: none");
+  if (c.work.early_stops == 0) out.push_back("early stops: none");
+  if (graph && c.work.stale_tail_rows == 0) out.push_back("graph padding: no stale graph tail row");
+  if (graph && c.work.pad_tail_rows == 0) out.push_back("graph padding: no PAD graph tail row");
+  if (oop && c.work.out_of_place_rows == 0) out.push_back("out-of-place commits: none");
+  if (capture && c.work.live_captures == 0) out.push_back("capture while live: none");
+  if (conv && cases_of(c, "conv", "on") < r.min_cases_per_value)
+    out.push_back("conv: " + std::to_string(cases_of(c, "conv", "on")) + " cases with the conv component (at least " +
+                  std::to_string(r.min_cases_per_value) + ")");
+  return out;
+}
+
+std::string to_string(Level l) {
+  switch (l) {
+    case Level::Conformant: return "CONFORMANT";
+    case Level::NotConformant: return "NOT CONFORMANT";
+    case Level::Incomplete: return "INCOMPLETE";
+  }
+  return "?";
+}
+
+int exit_status(Level l) { return l == Level::Conformant ? 0 : l == Level::NotConformant ? 1 : 3; }
+
+Level level_of(bool failed, bool claimed_anything, const std::vector<std::string>& missing) {
+  if (failed) return Level::NotConformant;
+  if (!claimed_anything || !missing.empty()) return Level::Incomplete;
+  return Level::Conformant;
+}
+
+std::string matrix_text(const Coverage& c) {
+  std::ostringstream os;
+  os << "coverage: " << c.cases << " cases; rows verify " << c.work.verify_rows << ", prefill " << c.work.prefill_rows
+     << ", PAD " << c.work.pad_rows << " (graph tail stale " << c.work.stale_tail_rows << ", PAD "
+     << c.work.pad_tail_rows << "), out of place " << c.work.out_of_place_rows << "; early stops " << c.work.early_stops
+     << ", live captures " << c.work.live_captures << "\n";
+  os << "  commands:";
+  for (const auto& [k, n] : c.work.commands) os << " " << k << " " << n;
+  os << "\n";
+  for (const auto& [dim, values] : c.matrix) {
+    os << "  " << dim << ":";
+    for (const auto& [v, cell] : values) os << "  " << v << " " << cell.cases << "/" << cell.rows;
+    os << "\n";
+  }
+  os << "  (value cases/rows; full depth: ";
+  if (c.full_depth.empty()) os << "none";
+  for (const auto& o : c.full_depth) os << o << " ";
+  os << ")\n";
+  return os.str();
+}
+
+}  // namespace replayssm::fuzz
