@@ -25,7 +25,8 @@ nlohmann::json FuzzReport::to_json() const {
                         {"reason", reason},   {"check", check}, {"call", call},
                         {"counterexample", counterexample},
                         {"reproduce", reproduce}, {"dump_path", dump_path}, {"seconds", seconds},
-                        {"cases_per_second", cases_per_second}, {"envelope", envelope.to_json()},
+                        {"cases_per_second", cases_per_second}, {"ended_by", ended_by},
+                        {"shrink_steps", shrink_steps}, {"envelope", envelope.to_json()},
                         {"coverage", coverage.to_json()}};
 }
 
@@ -125,13 +126,15 @@ FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress) {
   std::optional<ref::Check> last_check;
   ref::EngineSetup last_setup;
   int case_no = 0;
-  bool shrinking = false;  // after the first failure RapidCheck shrinks: those runs are not coverage
+  CampaignRun run(opt.control, opt.target, progress);
   if (opt.cases >= kFullDepthCases && opt.max_commands >= kFullDepthCommands)
     rep.coverage.full_depth.insert(to_string(opt.cfg.op));
   const auto t0 = std::chrono::steady_clock::now();
   auto prop = [&] {
     // The case's configuration follows from its seed, which is not shrunk: shrinking keeps the configuration.
     const std::uint64_t case_seed = *rc::gen::noShrink(rc::gen::arbitrary<std::uint64_t>());
+    // A case the budgets or a signal leave out is not run (and counted as nothing).
+    if (!run.begin_case(case_seed, opt.seed)) return;
     const auto setup = setup_for(opt, rep.envelope, *probe, case_seed);
     ++case_no;
     LifecycleJudging judging;
@@ -146,25 +149,32 @@ FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress) {
       check_lifecycle(setup, opt.target, opt.fault, &last_seq, &last_reason, judging);
     } catch (const rc::detail::CaseResult& r) {
       if (r.type != rc::detail::CaseResult::Type::Discard) {
-        if (!shrinking) rep.coverage.add_case(ran, work);
-        shrinking = true;
+        if (!run.shrinking()) rep.coverage.add_case(ran, work);
+        run.end_case(true, last_seq.size());
+      } else {
+        run.end_case(false, 0, true);
       }
       throw;
     } catch (...) {
-      if (!shrinking) rep.coverage.add_case(ran, work);
-      shrinking = true;
+      if (!run.shrinking()) rep.coverage.add_case(ran, work);
+      run.end_case(true, last_seq.size());
       throw;
     }
-    if (!shrinking) rep.coverage.add_case(ran, work);
+    if (!run.shrinking()) rep.coverage.add_case(ran, work);
+    run.end_case(false, 0);
     if (progress) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       *progress << "\r[fuzz " << opt.target << "] run " << case_no << " (" << s << " s)" << std::flush;
     }
   };
-  const PropertyOutcome r = run_property(prop, "fuzz/" + opt.target, opt.seed, opt.cases, opt.max_commands);
+  const PropertyOutcome r =
+      run_property(prop, "fuzz/" + opt.target, opt.seed, opt.cases, opt.max_commands, opt.control.no_shrink);
   if (progress) *progress << "\n";
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  rep.cases_passed = r.cases_passed;
+  // Cases that ran: RapidCheck also counts the ones a budget or a signal left out as successes.
+  rep.cases_passed = run.cases_run() - (r.kind == PropertyOutcome::Kind::Failed ? 1 : 0);
+  rep.ended_by = run.ended_by();
+  rep.shrink_steps = run.shrink_steps();
   if (r.kind == PropertyOutcome::Kind::Failed) {
     rep.failed = true;
     rep.reason = last_reason.empty() ? r.description : last_reason;

@@ -15,6 +15,7 @@
 #include "coverage.hpp"
 #include "envelope.hpp"
 #include "fuzz_case.hpp"
+#include "rc_campaign.hpp"
 #include "replayssm/lifecycle/judge.hpp"
 
 namespace replayssm::fuzz {
@@ -57,6 +58,7 @@ struct FuzzOptions {
   ConvMix conv = ConvMix::Off;
   ConvShape conv_shape;            // the conv component of the cases that carry one
   std::string dump_dir;            // where a failing case is written ("" = current directory)
+  CampaignControl control;         // shrink budget, time budget, watchdog (rc_campaign.hpp)
 };
 
 struct FuzzReport {
@@ -74,6 +76,8 @@ struct FuzzReport {
   std::string dump_path;           // replayable safetensors file of the shrunk case
   double seconds = 0;
   double cases_per_second = 0;
+  std::string ended_by;            // "" when the campaign ran to its end; else the budget or signal that ended it
+  int shrink_steps = 0;            // shrink candidates run after the first failure
   Envelope envelope;               // what the target claims on the campaign's configuration (narrowed)
   Coverage coverage;               // what the campaign's cases exercised (shrinking not counted)
   nlohmann::json to_json() const;

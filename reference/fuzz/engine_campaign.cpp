@@ -51,8 +51,10 @@ FuzzReport run_engine_fuzz(const EngineFuzzOptions& opt, std::ostream* progress)
   require(!ring || opt.buffers != el::Buffering::Double, "buffers", "the ring engine commits in place");
   const auto all = option_variants(opt.max_live, opt.commit, ring ? el::Buffering::InPlace : opt.buffers);
   std::vector<el::EngineOptions> last_variants;
+  CampaignRun run(opt.control, rep.target, progress);
   auto prop = [&] {
-    const std::uint64_t case_seed = *rc::gen::arbitrary<std::uint64_t>();
+    const std::uint64_t case_seed = *rc::gen::noShrink(rc::gen::arbitrary<std::uint64_t>());
+    if (!run.begin_case(case_seed, opt.seed)) return;  // left out by a budget or a signal
     el::EngineOptions o = *engine_options(opt.max_live, snapshots);
     if (opt.commit) o.commit = *opt.commit;
     if (opt.buffers) o.buffers = *opt.buffers;
@@ -63,20 +65,33 @@ FuzzReport run_engine_fuzz(const EngineFuzzOptions& opt, std::ostream* progress)
     ++case_no;
     try {
       check_engine_level(setup, opt.target, opt.fault, &last_seq, &last_reason, variants);
+    } catch (const rc::detail::CaseResult& r) {
+      const bool discard = r.type == rc::detail::CaseResult::Type::Discard;
+      if (!discard) {
+        last_setup = setup;
+        last_variants = variants;
+      }
+      run.end_case(!discard, last_seq.size(), discard);
+      throw;
     } catch (...) {
       last_setup = setup;
       last_variants = variants;
+      run.end_case(true, last_seq.size());
       throw;
     }
+    run.end_case(false, 0);
     if (progress) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       *progress << "\r[fuzz engine:" << opt.target << "] run " << case_no << " (" << s << " s)" << std::flush;
     }
   };
-  const PropertyOutcome r = run_property(prop, "fuzz/" + rep.target, opt.seed, opt.cases, opt.max_commands);
+  const PropertyOutcome r =
+      run_property(prop, "fuzz/" + rep.target, opt.seed, opt.cases, opt.max_commands, opt.control.no_shrink);
   if (progress) *progress << "\n";
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  rep.cases_passed = r.cases_passed;
+  rep.cases_passed = run.cases_run() - (r.kind == PropertyOutcome::Kind::Failed ? 1 : 0);
+  rep.ended_by = run.ended_by();
+  rep.shrink_steps = run.shrink_steps();
   if (r.kind == PropertyOutcome::Kind::Failed) {
     rep.failed = true;
     rep.reason = last_reason.empty() ? r.description : last_reason;

@@ -25,6 +25,7 @@ struct EngineFuzzOptions {
   std::optional<ref::engine_level::Buffering> buffers;  // fixed, or drawn per case
   ref::engine_level::EngineFault fault = ref::engine_level::EngineFault::None;
   std::string dump_dir;
+  CampaignControl control;  // shrink budget, time budget, watchdog (rc_campaign.hpp)
 };
 
 FuzzReport run_engine_fuzz(const EngineFuzzOptions& opt, std::ostream* progress);

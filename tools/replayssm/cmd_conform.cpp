@@ -149,6 +149,7 @@ void register_conform(CLI::App& app) {
     const fuzz::Shard shard = shard_of(*a);
     nlohmann::json report{{"command", "conform"}, {"presets", *presets}, {"shard", shard.to_json()},
                           {"requirements", requirements_json(a->requirements)}};
+    fuzz::install_stop_signals();
     if (shard.sharded())
       std::cout << "== shard " << shard.str() << ": every " << shard.count << "th fixture from the " << shard.index
                 << "th, a share of every campaign's cases from the shard's own seed\n";
@@ -201,6 +202,15 @@ void register_conform(CLI::App& app) {
 
     // The campaigns, cheapest first, so that a failure is found (and shrunk) at small dimensions first.
     auto camps = nlohmann::json::array();
+    // A hung case: the watchdog writes what ran so far before the process ends (rc_campaign.hpp).
+    fuzz::set_watchdog_handler([&](const std::string& message) {
+      nlohmann::json partial = report;
+      partial["fuzz"] = camps;
+      partial["hang"] = message;
+      partial["verdict"] = fuzz::to_string(fuzz::Level::NotConformant);
+      if (!json_out->empty()) write_json_report(*json_out, partial);
+      if (!junit_out->empty()) write_junit(*junit_out, junit_suites(partial));
+    });
     bool stopped = cm_fail > 0 || through_fail > 0 || det_fail > 0;
     if (stopped && !*keep_going) std::cout << "== campaigns skipped: the fixtures already failed (--keep-going runs them)\n";
     auto run = [&](const FuzzArgs& args, const std::string& t) {
@@ -208,7 +218,7 @@ void register_conform(CLI::App& app) {
       const auto r = fuzz::run_fuzz(options_for(args, t), progress_stream());
       print_report(r, args);
       camps.push_back(campaign_record(r, args));
-      stopped = stopped || r.failed;
+      stopped = stopped || r.failed || fuzz::stop_signal() != 0;
     };
     std::vector<Op> ops;
     for (const auto& p : *presets)
@@ -279,9 +289,14 @@ void register_conform(CLI::App& app) {
                 << " not covered)";
     std::cout << ", determinism " << (det_fail ? "FAIL" : "ok") << ", " << camps.size() << " campaign(s)"
               << " -> " << fuzz::to_string(level) << "\n";
+    if (fuzz::stop_signal() != 0) {
+      report["interrupted"] = fuzz::stop_signal();
+      std::cout << "== interrupted by signal " << fuzz::stop_signal() << ": the report holds what ran so far\n";
+    }
     if (!json_out->empty()) write_json_report(*json_out, report);
     if (!junit_out->empty()) write_junit(*junit_out, junit_suites(report));
-    exit_code = fuzz::exit_status(level);
+    fuzz::set_watchdog_handler(nullptr);
+    exit_code = fuzz::stop_signal() != 0 ? 128 + fuzz::stop_signal() : fuzz::exit_status(level);
   });
 }
 

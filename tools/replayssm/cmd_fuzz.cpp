@@ -83,6 +83,14 @@ void register_fuzz(CLI::App& app) {
     }
     a->export_trace = *export_to;
     auto reports = nlohmann::json::array();
+    // A signal ends the run after the current call with its report written; a hung case is written by the watchdog.
+    fuzz::install_stop_signals();
+    fuzz::set_watchdog_handler([&](const std::string& message) {
+      nlohmann::json partial{{"command", "fuzz"}, {"campaigns", reports}, {"hang", message},
+                             {"verdict", fuzz::to_string(fuzz::Level::NotConformant)}};
+      if (!json_out->empty()) write_json_report(*json_out, partial);
+      if (!junit_out->empty()) write_junit(*junit_out, junit_suites(partial));
+    });
     bool exported = false;
     const fuzz::Shard shard = shard_of(*a);
     if (shard.sharded())
@@ -100,6 +108,7 @@ void register_fuzz(CLI::App& app) {
         exported = true;  // the first failing campaign's case; a second one would overwrite it
       }
       reports.push_back(j);
+      if (fuzz::stop_signal() != 0) break;
     }
     // The verdict per target: what its campaigns claimed against what they exercised (verdict.hpp).
     const auto verdicts = campaign_verdicts(reports, a->requirements);
@@ -109,9 +118,14 @@ void register_fuzz(CLI::App& app) {
                           {"requirements", requirements_json(a->requirements)}, {"verdict", fuzz::to_string(level)}};
     for (const auto& v : verdicts) report["verdicts"].push_back(v.to_json());
     std::cout << "== verdict: " << fuzz::to_string(level) << "\n";
+    if (fuzz::stop_signal() != 0) {
+      report["interrupted"] = fuzz::stop_signal();
+      std::cout << "== interrupted by signal " << fuzz::stop_signal() << ": the report holds the cases run so far\n";
+    }
     if (!json_out->empty()) write_json_report(*json_out, report);
     if (!junit_out->empty()) write_junit(*junit_out, junit_suites(report));
-    exit_code = fuzz::exit_status(level);
+    fuzz::set_watchdog_handler(nullptr);
+    exit_code = fuzz::stop_signal() != 0 ? 128 + fuzz::stop_signal() : fuzz::exit_status(level);
   });
 }
 

@@ -66,6 +66,7 @@ nlohmann::json engine_campaign(const FuzzArgs& a, const EngineLevelArgs& e) {
   if (e.buffers != "both") o.buffers = el::parse_buffering(e.buffers, "buffers");
   o.fault = el::parse_engine_fault(a.fault);
   o.dump_dir = a.dump_dir;
+  o.control = a.control;
   set_exec_timeouts(a);  // an engine process that hangs (or never starts) is given up after these budgets
   if (shard.sharded())
     std::printf("shard %s: %d of %d cases from seed %llu (campaign seed %llu)\n", shard.str().c_str(), o.cases, a.cases,

@@ -40,6 +40,18 @@ void add_fuzz_options(CLI::App* c, FuzzArgs& a) {
                 "H,HV,K,V: run the preset's recurrence at these heads and dims instead of its own (conform's "
                 "full-depth campaigns at the smallest dimensions a target claims)");
   c->add_option("--dump-dir", a.dump_dir, "Where a failing case is written")->capture_default_str();
+  c->add_option("--shrink-steps", a.control.shrink_steps,
+                "Shrink candidates a failing campaign runs at most (progress on stderr), then reports its smallest")
+      ->capture_default_str();
+  c->add_option("--shrink-seconds", a.control.shrink_seconds, "Seconds a failing campaign shrinks at most")
+      ->capture_default_str();
+  c->add_flag("--no-shrink", a.control.no_shrink, "Report the first failing case as found, unshrunk");
+  c->add_option("--time-budget", a.control.time_budget,
+                "Seconds after which a campaign starts no new case (0: none); the report says it was cut")
+      ->capture_default_str();
+  c->add_option("--time-limit", a.control.time_limit,
+                "Seconds one case may run before the campaign is ended as a hang naming its seed (0: none)")
+      ->capture_default_str();
   c->add_option("--min-cases-per-value", a.requirements.min_cases_per_value,
                 "Verdict: cases every claimed value of every configuration dimension needs (else INCOMPLETE)")
       ->capture_default_str();
@@ -113,6 +125,7 @@ fuzz::FuzzOptions options_for(const FuzzArgs& a, const std::string& target) {
   o.gates = fuzz::parse_gate_mix(a.gates, "gates");
   o.conv = fuzz::parse_conv_mix(a.conv, "conv");
   o.dump_dir = a.dump_dir;
+  o.control = a.control;
   return o;
 }
 
@@ -183,8 +196,9 @@ void print_report(const fuzz::FuzzReport& r, const FuzzArgs& a) {
   if (r.failed)
     std::printf("%-8s FAIL after %d passing cases  %.2f s\n", r.target.c_str(), r.cases_passed, r.seconds);
   else
-    std::printf("%-8s ok    %d cases passed  %.2f s  %.3f cases/s%s\n", r.target.c_str(), r.cases_passed, r.seconds,
-                r.cases_per_second, r.not_covered.empty() ? "" : ("  (not covered: " + r.not_covered + ")").c_str());
+    std::printf("%-8s ok    %d cases passed  %.2f s  %.3f cases/s%s%s\n", r.target.c_str(), r.cases_passed, r.seconds,
+                r.cases_per_second, r.not_covered.empty() ? "" : ("  (not covered: " + r.not_covered + ")").c_str(),
+                r.ended_by.empty() ? "" : ("  (ended by the " + r.ended_by + ")").c_str());
   if (r.failed) {
     std::printf("  reason: %s\n", r.reason.c_str());
     if (!r.check.empty()) std::printf("  caught by check: %s (after %s)\n", r.check.c_str(), r.call.c_str());
@@ -194,6 +208,8 @@ void print_report(const fuzz::FuzzReport& r, const FuzzArgs& a) {
       std::printf("  replay the shrunk case: replayssm fuzz --replay %s%s\n", r.dump_path.c_str(),
                   exec ? (" --target " + shell_quote(r.target)).c_str() : "");
     std::printf("  rerun the campaign:     %s\n", rerun_command(a, r.target).c_str());
+    std::printf("  shrinking: %d candidate(s)%s\n", r.shrink_steps,
+                r.ended_by.empty() ? "" : (", ended by the " + r.ended_by).c_str());
     std::printf("  shrunk counterexample (RapidCheck):\n%s\n", r.counterexample.c_str());
   }
 }

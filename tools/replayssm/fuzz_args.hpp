@@ -33,7 +33,8 @@ struct FuzzArgs {
   std::string dims;           // "H,HV,K,V": the preset's heads and dims replaced (--dims); "" = the preset's
   std::string fault = "none";
   std::string dump_dir = ".";
-  fuzz::Requirements requirements;  // what a verdict needs (--min-cases-per-value, --min-rows, --exhaustive-accepted)
+  fuzz::Requirements requirements;
+  fuzz::CampaignControl control;  // --shrink-steps, --shrink-seconds, --no-shrink, --time-budget, --time-limit  // what a verdict needs (--min-cases-per-value, --min-rows, --exhaustive-accepted)
   double target_timeout = 60;  // seconds per command of an exec: target
   double target_startup_timeout = 300;  // seconds an exec: target or engine may take to answer hello
   // Overrides of the preset's model configuration (empty: the preset's own value), so that an implementation
