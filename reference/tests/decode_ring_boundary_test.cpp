@@ -9,6 +9,7 @@
 #include "replayssm/recurrence/batch.hpp"
 #include "replayssm/recurrence/inputs.hpp"
 #include "replayssm/recurrence/mtp.hpp"
+#include "replayssm/recurrence/spec_ring.hpp"
 
 using namespace replayssm;
 using namespace replayssm::ref;
@@ -93,4 +94,33 @@ TEST(DecodeRingBoundary, BatchRingDecodeFlushesAtRingLenMinusOneOnly) {
   } catch (const Error& e) {
     EXPECT_EQ(e.field(), "write_pos[0]");
   }
+}
+
+// The spec ring's records and cursors checked where they are used: a records array of the wrong length, or a
+// write position whose window would run past the ring, is an Error naming the field, never an access outside it.
+TEST(SpecRingIndices, OutOfRangeRecordsAndCursorsAreNamedErrors) {
+  const auto cfg = cfg_small();
+  const auto p = random_params(cfg, 4);
+  const SpecRingGeometry g{4, 2};
+  const auto in = random_inputs(cfg, 2, 9);
+  auto field = [](auto f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.field();
+    }
+    return std::string("<no error>");
+  };
+  std::vector<float> checkpoint(static_cast<std::size_t>(cfg.state_elems()), 0.0f);
+  std::vector<Record> short_ring(static_cast<std::size_t>(g.physical()) - 1);
+  EXPECT_EQ(field([&] { spec_ring_verify(cfg, p, g, SpecRingCursors{0, 0, false}, in, checkpoint, short_ring, {}); }),
+            "records");
+  std::vector<Record> ring(static_cast<std::size_t>(g.physical()));
+  EXPECT_EQ(field([&] {
+              spec_ring_verify(cfg, p, g, SpecRingCursors{0, g.physical() - 1, false}, in, checkpoint, ring, {});
+            }),
+            "cursors.write_pos");
+  EXPECT_EQ(field([&] { spec_ring_history(g, SpecRingCursors{0, g.physical() + 1, false}, ring); }), "cursors.write_pos");
+  EXPECT_EQ(field([&] { spec_ring_verify(cfg, p, g, SpecRingCursors{0, 0, false}, in, checkpoint, ring, {}); }),
+            "<no error>");
 }

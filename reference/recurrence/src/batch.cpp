@@ -24,11 +24,22 @@ void check_common(const Batch& b, const Layer& layer, const SequenceInputs& toke
           " values, expected total_tokens * HV * V = ", b.total_tokens * out_elems_per_token(b.cfg));
 }
 
+// A slot's state in the pool, bounds checked here too (validate() checks every descriptor first; this keeps a
+// slip past it a named error, never an access outside the pool).
+void check_slot(const Batch& b, const std::vector<float>& pool, std::int32_t slot, std::size_t n, const char* what) {
+  const std::int64_t stride = b.pool.stride(b.cfg);
+  require(slot >= 0 && slot < b.pool.num_slots && static_cast<std::int64_t>(slot) * stride + static_cast<std::int64_t>(n) <=
+                                                       static_cast<std::int64_t>(pool.size()),
+          what, "slot ", slot, " is outside [0, num_slots = ", b.pool.num_slots, ") or its pool of ", pool.size(),
+          " values");
+}
 std::vector<float> get_slot(const Batch& b, const std::vector<float>& pool, std::int32_t slot) {
+  check_slot(b, pool, slot, static_cast<std::size_t>(b.cfg.state_elems()), "slot");
   const auto at = pool.begin() + static_cast<std::ptrdiff_t>(slot * b.pool.stride(b.cfg));
   return std::vector<float>(at, at + static_cast<std::ptrdiff_t>(b.cfg.state_elems()));
 }
 void put_slot(const Batch& b, std::vector<float>& pool, std::int32_t slot, const std::vector<float>& S) {
+  check_slot(b, pool, slot, S.size(), "write_slot");
   std::copy(S.begin(), S.end(), pool.begin() + static_cast<std::ptrdiff_t>(slot * b.pool.stride(b.cfg)));
 }
 

@@ -1,6 +1,7 @@
 // One slot of a spec ring: history, committed state and the verify (spec_ring.hpp).
 #include <limits>
 
+#include "replayssm/error.hpp"
 #include "replayssm/recurrence/spec_ring.hpp"
 
 namespace replayssm::ref {
@@ -9,8 +10,19 @@ std::size_t spec_ring_phys(const SpecRingGeometry& g, std::int32_t x) {
   return static_cast<std::size_t>(x & (g.physical() - 1));
 }
 
+namespace {
+// The ring's records hold one entry per physical position; cursors beyond the ring's length are a named error.
+void check_ring(const SpecRingGeometry& g, const SpecRingCursors& c, std::size_t records, std::int32_t window) {
+  require(records == static_cast<std::size_t>(g.physical()), "records", "has ", records,
+          " entries, the ring holds ", g.physical());
+  require(c.write_pos >= 0 && c.write_pos + window <= g.physical(), "cursors.write_pos", "is ", c.write_pos,
+          " with a window of ", window, ", outside the ring of ", g.physical(), " records");
+}
+}  // namespace
+
 std::vector<const Record*> spec_ring_history(const SpecRingGeometry& g, const SpecRingCursors& c,
                                              const std::vector<Record>& records) {
+  check_ring(g, c, records.size(), 0);
   std::vector<const Record*> hist;
   for (std::int32_t i = 0; i < c.write_pos; ++i) hist.push_back(&records.at(spec_ring_phys(g, c.base + i)));
   return hist;
@@ -31,6 +43,7 @@ std::vector<float> spec_ring_verify(const ModelConfig& cfg, const LayerParams& p
                                     std::vector<float>& checkpoint, std::vector<Record>& records,
                                     const SpecRingStepOptions& opt) {
   std::vector<const Record*> hist = spec_ring_history(g, c, records);
+  check_ring(g, c.is_flush ? SpecRingCursors{c.base, 0, c.is_flush} : c, records.size(), in.T);
   if (c.is_flush) {  // fold the committed history into the checkpoint first
     checkpoint = reconstruct(cfg, checkpoint, hist, opt.recon, opt.factored_weights);
     round_to_state_dtype(cfg, checkpoint);
