@@ -47,9 +47,16 @@ echo "$cli / $kit"
 [ "${cli#replayssm }" = "${kit#replayssm_kit }" ] || { echo "CLI and kit versions differ: $cli / $kit"; exit 1; }
 (cd "$WORK" && "$WORK/venv/bin/python" -c "import replayssm_kit, safetensors, ml_dtypes; print('kit', replayssm_kit.__file__)")
 "$WORK/venv/bin/replayssm" fixtures manifest "$WORK/venv/share/replayssm/fixtures" --check
-# The installed CLI runs a campaign (RapidCheck linked in, nothing read from the source tree).
+# The installed CLI runs a campaign (RapidCheck linked in, nothing read from the source tree). Three
+# short cases cannot exercise every claimed value, so the verdict must be INCOMPLETE (exit 3) with the
+# three cases passed: a CONFORMANT here would be a verdict claiming what no case checked.
+rc=0
 (cd "$WORK" && "$WORK/venv/bin/replayssm" fuzz --target replay --preset tiny-gdn --layers 1 --cases 3 \
-   --max-commands 10 --dump-dir "$WORK")
+   --max-commands 10 --dump-dir "$WORK") >"$WORK/fuzz.log" 2>&1 || rc=$?
+sed -n '1,3p' "$WORK/fuzz.log" | sed 's/^/   /'
+[ "$rc" = 3 ] && grep -q "^replay   ok    3 cases passed" "$WORK/fuzz.log" &&
+  grep -q "^== verdict for replay: INCOMPLETE" "$WORK/fuzz.log" ||
+  { cat "$WORK/fuzz.log"; echo "installed fuzz: expected 3 passing cases and INCOMPLETE (exit 3), got exit $rc"; exit 1; }
 took
 
 step "pip install . without CLI11 and rapidcheck stops naming them"
