@@ -32,8 +32,8 @@ class CudaTargetBase : public ref::Target {
   // also covers bf16 storage rounding one ulp apart (an F32 state depends on the state dtype only; an
   // output also reads the stored state) and bf16-rounded beta (a discontinuous function of a libm result).
   // The fused target's arithmetic is bit-identical to verify_replay + commit_replay, so the same tier holds.
-  Tolerance tolerance(double scale, bool state) const override {
-    return tier_tolerance(Tier::Fp32, s_.cfg, scale, state);
+  Tolerance tolerance(const std::vector<double>& term_scale, bool state) const override {
+    return tier_tolerance(Tier::Fp32, s_.cfg, term_scale, state);
   }
 
  protected:

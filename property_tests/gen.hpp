@@ -42,7 +42,8 @@ inline rc::Gen<std::uint64_t> seed() { return rc::gen::arbitrary<std::uint64_t>(
 
 
 // Engine setups for the lifecycle properties: small models with 1-2 layers, 3-6 slots, realistic gates in a
-// quarter of the cases (large |g|, saturated and near-zero beta: inputs.hpp); the largest window
+// quarter of the cases (large |g|, saturated and near-zero beta: inputs.hpp), checkpoint sizes of q, k and v with
+// those gates in another quarter; the largest window
 // max_T in 1..6 for half the cases, else 8 or 12 (the verify widths of MTP / EAGLE engines, so windows of 9..12
 // tokens and spec rings of 10 and 14 records occur: docs/lifecycle.md, H15).
 // ring_exact: F32 state (the configuration in which the Serial/F32 ring is claimed bit-exact).
@@ -53,8 +54,10 @@ inline rc::Gen<ref::EngineSetup> lifecycle_setup(bool ring_exact) {
     cfg.state_dtype = ring_exact ? DType::F32 : *rc::gen::element(DType::F32, DType::BF16);
     const std::uint64_t seed = *rc::gen::arbitrary<std::uint64_t>();
     const int max_T = *rc::gen::oneOf(in(1, 7), rc::gen::element(8, 12));
-    // A quarter of the cases draw the gates of trained models (inputs.hpp, GateRange::Realistic).
-    const auto gates = *in(0, 4) == 3 ? ref::GateRange::Realistic : ref::GateRange::Benign;
+    // A quarter of the cases draw the gates of trained models (inputs.hpp, GateRange::Realistic), a quarter those
+    // gates with q, k and v at a checkpoint's sizes (GateRange::Checkpoint).
+    const int mix = *in(0, 4);
+    const auto gates = mix == 3 ? ref::GateRange::Realistic : mix == 2 ? ref::GateRange::Checkpoint : ref::GateRange::Benign;
     auto setup = ref::make_setup(cfg, seed, *in(3, 7), max_T, gates);
     // A quarter of the cases carry the conv component (conv_component.hpp; dropped by check_lifecycle for a
     // target that keeps no conv state): kernel sizes 2..5 (W = 4 in the shipped models), F32 or BF16 windows,

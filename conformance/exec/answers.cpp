@@ -48,6 +48,11 @@ Capabilities parse_hello_answer(const json& msg) {
   // Any minor >= 0 is read (a newer minor only adds optional fields); only "at least 1" matters here.
   c.protocol_minor = (*v)[1].is_number_unsigned() ? static_cast<int>(std::min<std::uint64_t>((*v)[1].get<std::uint64_t>(), 1u << 20))
                                                    : static_cast<int>(std::min<std::int64_t>((*v)[1].get<std::int64_t>(), 1 << 20));
+  if (c.protocol_minor < kL2normFormulaMinor)
+    for (L2Norm n : c.l2norms)
+      require(n == L2Norm::RsqrtMul || n == L2Norm::DivSqrt || n == L2Norm::None, "target.hello.capabilities.l2norms",
+              "'", to_string(n), "' (", l2norm_formula(n), ") is a form of protocol 1.", kL2normFormulaMinor,
+              "; the target answered 1.", c.protocol_minor);
   return c;
 }
 

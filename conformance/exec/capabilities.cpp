@@ -55,8 +55,11 @@ Capabilities Capabilities::from_json(const json& j) {
                                   [](const json& e, const std::string& f) { return parse_dtype(str_of(e, f), f); });
   c.layouts = list_of<StateLayout>(j, "layouts", c.layouts,
                                    [](const json& e, const std::string& f) { return parse_layout(str_of(e, f), f); });
-  c.l2norms = list_of<L2Norm>(j, "l2norms", c.l2norms,
-                              [](const json& e, const std::string& f) { return parse_l2norm(str_of(e, f), f); });
+  // A form by its name ("rsqrt_mul") or by its formula ("x / (sqrt(sum(x^2)) + eps)": where eps sits).
+  c.l2norms = list_of<L2Norm>(j, "l2norms", c.l2norms, [](const json& e, const std::string& f) {
+    const std::string s = str_of(e, f);
+    return s.find('(') == std::string::npos && s != "x" ? parse_l2norm(s, f) : parse_l2norm_formula(s, f);
+  });
   c.kda_gates = list_of<KdaGate>(j, "kda_gates", c.kda_gates,
                                  [](const json& e, const std::string& f) { return parse_kda_gate(str_of(e, f), f); });
   c.gva_ratios = list_of<int>(j, "gva_ratios", {}, int_of);

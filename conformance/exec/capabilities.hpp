@@ -19,12 +19,17 @@ namespace replayssm::exec {
 // 1.3 added the conv fixture ops (conv.prefill, conv.update, conv.commit) to `fixture_ops`.
 // 1.4 added the `capture` command (the `capture` capability: a CUDA-graph bucket captured while requests are live).
 // 1.5 added the lifecycle's conv component (the `conv_state` capability; exec_conv.hpp).
-inline constexpr int kProtocolMajor = 1, kProtocolMinor = 5;
+// 1.6 added l2norm forms named by their formula (and the forms div_norm_plus_eps, div_max_norm_eps) in `l2norms`,
+//     and the value "checkpoint" of setup.gates.
+inline constexpr int kProtocolMajor = 1, kProtocolMinor = 6;
 // The protocol minor version that added the `capture` command; an implementation answering less is never sent it.
 inline constexpr int kCaptureMinor = 4;
 // The protocol minor version that added the conv component (`conv_state`); an implementation answering less is
 // never sent a setup with `conv` nor a conv command.
 inline constexpr int kConvStateMinor = 5;
+// The protocol minor version that added l2norm forms by formula and the forms beyond rsqrt_mul, div_sqrt and none;
+// an implementation answering less may not claim them, and its setups say "realistic" for checkpoint cases.
+inline constexpr int kL2normFormulaMinor = 6;
 inline constexpr const char* kProtocolName = "replayssm.target";
 
 // What an implementation says it can do (the "capabilities" object of its hello answer).

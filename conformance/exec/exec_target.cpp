@@ -74,8 +74,8 @@ class ExecTarget : public ref::Target {
   bool bit_exact() const override { return conn_->caps().bit_exact; }
   std::string design() const override { return conn_->caps().design; }
   bool pad_outputs_zero() const override { return conn_->caps().pad_outputs_zero; }
-  Tolerance tolerance(double scale, bool state) const override {
-    return tier_tolerance(conn_->caps().tier, s_.cfg, scale, state);
+  Tolerance tolerance(const std::vector<double>& term_scale, bool state) const override {
+    return tier_tolerance(conn_->caps().tier, s_.cfg, term_scale, state);
   }
   std::string unsupported(const ModelConfig& cfg, std::int32_t max_T) const override {
     return conn_->caps().unsupported(cfg, max_T);
@@ -121,6 +121,9 @@ class ExecTarget : public ref::Target {
     std::uint32_t poison_bits = 0;
     std::memcpy(&poison_bits, &s.poison, 4);
     f.msg = json{{"op", "setup"}, {"setup", s.to_json()}, {"poison_bits", hex64(poison_bits)}};
+    // Before 1.6 "checkpoint" is no value of setup.gates: its gates are the realistic ones (informational).
+    if (conn_->caps().protocol_minor < kL2normFormulaMinor && s.gates == ref::GateRange::Checkpoint)
+      f.msg["setup"]["gates"] = "realistic";
     for (std::size_t l = 0; l < s.params.size(); ++l) {
       const auto& p = s.params[l];
       f.tensors["A_log." + std::to_string(l)] = Tensor::from_f32(DType::F32, {s.cfg.HV}, p.A_log);

@@ -25,13 +25,20 @@ std::string shortest(double x) {
 }  // namespace
 
 std::string Tolerance::str() const {
+  const std::string per = scale ? " per term scale" : "";
   switch (kind) {
     case Kind::Exact: return "exact";
-    case Kind::AllClose: return "allclose(atol=" + shortest(atol) + ",rtol=" + shortest(rtol) + ")";
+    case Kind::AllClose: return "allclose(atol=" + shortest(atol) + ",rtol=" + shortest(rtol) + ")" + per;
     case Kind::RelRms: return "rel_rms(" + shortest(ratio) + ")";
-    case Kind::Budget: return "budget(rel_rms=" + shortest(ratio) + ",atol=" + shortest(atol) + ")";
+    case Kind::Budget: return "budget(rel_rms=" + shortest(ratio) + ",atol=" + shortest(atol) + ")" + per;
   }
   return "exact";
+}
+
+Tolerance Tolerance::scaled(std::vector<double> term_scale) const {
+  Tolerance t = *this;
+  t.scale = std::make_shared<const std::vector<double>>(std::move(term_scale));
+  return t;
 }
 
 Tolerance Tolerance::parse(const std::string& text, const std::string& field) {
@@ -102,7 +109,16 @@ CompareReport compare(const std::vector<double>& ref, const std::vector<double>&
     return r;
   }
   r.count = ref.size();
-  double sum_d2 = 0.0, sum_r2 = 0.0;
+  const std::vector<double>* scale = tol.scale.get();
+  if (scale && scale->size() != ref.size()) {
+    r.ok = false;
+    r.message = "FAIL the term scale has " + std::to_string(scale->size()) + " elements, the tensors " +
+                std::to_string(ref.size());
+    return r;
+  }
+  // A zero term scale: the exact value is 0; the smallest normal binary32 number keeps a flushed subnormal in.
+  constexpr double kZeroScaleBound = 0x1p-126;
+  double sum_d2 = 0.0, sum_r2 = 0.0, sum_s2 = 0.0;
   double worst_score = -1.0;
   for (std::size_t i = 0; i < ref.size(); ++i) {
     const double a = ref[i], b = got[i];
@@ -124,7 +140,10 @@ CompareReport compare(const std::vector<double>& ref, const std::vector<double>&
           break;
         case Tolerance::Kind::AllClose:
         case Tolerance::Kind::Budget: {
-          const double bound = tol.atol + tol.rtol * std::fabs(a);
+          const double s = scale ? (*scale)[i] : 1.0;
+          if (scale) sum_s2 += s * s;
+          const double bound = scale ? std::max(tol.atol * s + tol.rtol * std::fabs(a), kZeroScaleBound)
+                                     : tol.atol + tol.rtol * std::fabs(a);
           score = bound > 0 ? d / bound : (d > 0 ? HUGE_VAL : 0.0);
           bad = d > bound;
           if (score > r.worst_excess) r.worst_excess = score;
@@ -146,7 +165,9 @@ CompareReport compare(const std::vector<double>& ref, const std::vector<double>&
   if (tol.kind == Tolerance::Kind::RelRms && !(r.rel_rms <= tol.ratio)) r.ok = false;
   if (tol.kind == Tolerance::Kind::Budget && r.count > 0) {
     const double n = static_cast<double>(r.count);
-    if (!(std::sqrt(sum_d2 / n) <= tol.ratio * std::max(1.0, std::sqrt(sum_r2 / n)))) r.ok = false;
+    // Scaled: the RMS of the term scales is what rounding errors are relative to; else max(1, RMS(ref)).
+    const double rms_scale = scale ? std::max(std::sqrt(sum_s2 / n), kZeroScaleBound) : std::max(1.0, std::sqrt(sum_r2 / n));
+    if (!(std::sqrt(sum_d2 / n) <= tol.ratio * rms_scale)) r.ok = false;
   }
   std::ostringstream os;
   os << (r.ok ? "ok" : "FAIL") << " [" << tol.str() << "] n=" << r.count << " mismatches=" << r.mismatches
@@ -154,6 +175,7 @@ CompareReport compare(const std::vector<double>& ref, const std::vector<double>&
   if (tol.kind == Tolerance::Kind::AllClose || tol.kind == Tolerance::Kind::Budget)
     os << " worst_excess=" << fmt(r.worst_excess);
   if (r.count) os << " worst@" << r.worst_index << " ref=" << fmt(r.worst_ref) << " got=" << fmt(r.worst_got);
+  if (r.count && scale) os << " term_scale=" << fmt((*scale)[r.worst_index]);
   r.message = os.str();
   return r;
 }

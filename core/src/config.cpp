@@ -17,6 +17,8 @@ std::string to_string(L2Norm n) {
     case L2Norm::RsqrtMul: return "rsqrt_mul";
     case L2Norm::DivSqrt: return "div_sqrt";
     case L2Norm::None: return "none";
+    case L2Norm::DivNormPlusEps: return "div_norm_plus_eps";
+    case L2Norm::DivMaxNormEps: return "div_max_norm_eps";
   }
   return "none";
 }
@@ -32,13 +34,44 @@ StateLayout parse_layout(const std::string& s, const std::string& field) {
   if (s == "vk") return StateLayout::VK;
   fail(field, "unknown state layout '", s, "' (expected kv or vk)");
 }
-std::vector<L2Norm> normalising_l2norms() { return {L2Norm::RsqrtMul, L2Norm::DivSqrt}; }
+std::vector<L2Norm> normalising_l2norms() {
+  return {L2Norm::RsqrtMul, L2Norm::DivSqrt, L2Norm::DivNormPlusEps, L2Norm::DivMaxNormEps};
+}
+
+std::string l2norm_formula(L2Norm n) {
+  switch (n) {
+    case L2Norm::RsqrtMul: return "x * rsqrt(sum(x^2) + eps)";
+    case L2Norm::DivSqrt: return "x / sqrt(sum(x^2) + eps)";
+    case L2Norm::DivNormPlusEps: return "x / (sqrt(sum(x^2)) + eps)";
+    case L2Norm::DivMaxNormEps: return "x / max(sqrt(sum(x^2)), eps)";
+    case L2Norm::None: return "x";
+  }
+  return "?";
+}
+
+L2Norm parse_l2norm_formula(const std::string& s, const std::string& field) {
+  auto squeeze = [](const std::string& t) {
+    std::string o;
+    for (char ch : t)
+      if (ch != ' ' && ch != '\t') o += ch;
+    return o;
+  };
+  const std::string want = squeeze(s);
+  std::string known;
+  for (L2Norm n : {L2Norm::RsqrtMul, L2Norm::DivSqrt, L2Norm::DivNormPlusEps, L2Norm::DivMaxNormEps, L2Norm::None}) {
+    if (squeeze(l2norm_formula(n)) == want) return n;
+    known += (known.empty() ? "" : "; ") + l2norm_formula(n);
+  }
+  fail(field, "unknown l2norm formula '", s, "' (known: ", known, ")");
+}
 
 L2Norm parse_l2norm(const std::string& s, const std::string& field) {
   if (s == "rsqrt_mul") return L2Norm::RsqrtMul;
   if (s == "div_sqrt") return L2Norm::DivSqrt;
   if (s == "none") return L2Norm::None;
-  fail(field, "unknown l2norm form '", s, "' (expected rsqrt_mul, div_sqrt or none)");
+  if (s == "div_norm_plus_eps") return L2Norm::DivNormPlusEps;
+  if (s == "div_max_norm_eps") return L2Norm::DivMaxNormEps;
+  fail(field, "unknown l2norm form '", s, "' (expected rsqrt_mul, div_sqrt, div_norm_plus_eps, div_max_norm_eps or none)");
 }
 KdaGate parse_kda_gate(const std::string& s, const std::string& field) {
   if (s == "softplus") return KdaGate::Softplus;

@@ -47,4 +47,13 @@ Tolerance tier_tolerance(Tier t, const ModelConfig& cfg, double scale, bool stat
   return Tolerance::budget(8.0 * u + storage_rms, std::max(16.0 * u * m, storage_atol));
 }
 
+Tolerance tier_tolerance(Tier t, const ModelConfig& cfg, std::vector<double> term_scale, bool state) {
+  // The unscaled form at scale 1 has exactly the constants, then every atol is read relative to the term scale.
+  return tier_tolerance(t, cfg, 1.0, state).scaled(std::move(term_scale));
+}
+
+Tolerance storage_tolerance_scaled(std::vector<double> term_scale) {
+  return Tolerance::allclose(std::ldexp(1.0, -6), 0.0).scaled(std::move(term_scale));
+}
+
 }  // namespace replayssm

@@ -112,6 +112,8 @@ void check_supported(const ModelConfig& cfg) {
   require(cfg.V >= 1 && cfg.V <= 1024, "cfg.V", "must be in [1, 1024], got ", cfg.V);
   require(cfg.act_dtype == DType::F32 || cfg.act_dtype == DType::BF16, "cfg.act_dtype", "must be F32 or BF16");
   require(cfg.state_dtype == DType::F32 || cfg.state_dtype == DType::BF16, "cfg.state_dtype", "must be F32 or BF16");
+  require(cfg.l2norm == L2Norm::RsqrtMul || cfg.l2norm == L2Norm::DivSqrt || cfg.l2norm == L2Norm::None, "cfg.l2norm",
+          "the CUDA kernels compute rsqrt_mul, div_sqrt or none, not ", to_string(cfg.l2norm));
 }
 
 LaunchShape launch_shape(const ModelConfig& cfg) {

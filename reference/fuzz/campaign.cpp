@@ -34,11 +34,16 @@ GateMix parse_gate_mix(const std::string& s, const std::string& field) {
   if (s == "mix") return GateMix::Mix;
   if (s == "benign") return GateMix::Benign;
   if (s == "realistic") return GateMix::Realistic;
-  fail(field, "unknown gate mix '", s, "' (mix, benign, realistic)");
+  if (s == "checkpoint") return GateMix::Checkpoint;
+  fail(field, "unknown gate mix '", s, "' (mix, benign, realistic, checkpoint)");
 }
 
 ref::GateRange case_gates(GateMix mix, std::uint64_t case_seed) {
-  if (mix == GateMix::Mix) return derive_seed(case_seed, 0x6a7e) % 4 == 0 ? ref::GateRange::Realistic : ref::GateRange::Benign;
+  if (mix == GateMix::Mix) {  // a quarter realistic, a quarter checkpoint, half benign
+    const auto pick = derive_seed(case_seed, 0x6a7e) % 4;
+    return pick == 0 ? ref::GateRange::Realistic : pick == 1 ? ref::GateRange::Checkpoint : ref::GateRange::Benign;
+  }
+  if (mix == GateMix::Checkpoint) return ref::GateRange::Checkpoint;
   return mix == GateMix::Realistic ? ref::GateRange::Realistic : ref::GateRange::Benign;
 }
 

@@ -20,10 +20,11 @@
 
 namespace replayssm::fuzz {
 
-// Which gate ranges a campaign's cases draw (inputs.hpp): Mix = a quarter of the cases realistic (chosen by
-// the case seed), the rest benign; Benign / Realistic = every case.
-enum class GateMix : std::uint8_t { Mix, Benign, Realistic };
-GateMix parse_gate_mix(const std::string& s, const std::string& field);  // "mix", "benign", "realistic"
+// Which gate ranges a campaign's cases draw (inputs.hpp): Mix = a quarter of the cases realistic, a quarter
+// checkpoint (realistic gates, q, k, v at checkpoint sizes), chosen by the case seed, the rest benign;
+// Benign / Realistic / Checkpoint = every case.
+enum class GateMix : std::uint8_t { Mix, Benign, Realistic, Checkpoint };
+GateMix parse_gate_mix(const std::string& s, const std::string& field);  // "mix", "benign", "realistic", "checkpoint"
 // The gate range of the case with this seed under `mix`.
 ref::GateRange case_gates(GateMix mix, std::uint64_t case_seed);
 // Which cases carry the conv component (conv_component.hpp: W = 4, SiLU, no bias, windows in the activation

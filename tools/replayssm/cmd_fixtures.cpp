@@ -107,7 +107,7 @@ void register_fixtures(CLI::App& app) {
       ->capture_default_str();
   gen->add_option("--slots", o->slots, "State pool slots of a trace (--traces)")->capture_default_str();
   gen->add_option("--max-T", o->max_T, "Largest verify window of a trace (--traces)")->capture_default_str();
-  gen->add_option("--gates", o->gates, "Gate ranges of a trace's inputs and parameters: benign or realistic (--traces)")
+  gen->add_option("--gates", o->gates, "Input ranges of a trace's inputs and parameters: benign, realistic or checkpoint (--traces)")
       ->capture_default_str();
   gen->add_flag("--out-of-place", o->out_of_place,
                 "A quarter of a trace's verify rows commit into a free slot, leaving the read slot untouched (--traces)");

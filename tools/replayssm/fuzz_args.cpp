@@ -29,8 +29,9 @@ void add_fuzz_options(CLI::App* c, FuzzArgs& a) {
   c->add_option("--recon", a.recon, "Ring reconstruction: serial, closed_form or suffix_sum")->capture_default_str();
   c->add_option("--ring-dtype", a.ring_dtype, "Ring record dtype: F32 or BF16")->capture_default_str();
   c->add_option("--gates", a.gates,
-                "Gate ranges of the cases: mix (a quarter realistic: large |g|, saturated and near-zero beta), "
-                "benign or realistic")
+                "Input ranges of the cases: mix (a quarter realistic: large |g|, saturated and near-zero beta; a "
+                "quarter checkpoint: realistic gates with q, k rows of norm 1e-3..10 and small v), benign, realistic "
+                "or checkpoint")
       ->capture_default_str();
   c->add_option("--conv", a.conv,
                 "Cases with the conv component (W = 4, SiLU, windows per slot judged after every command): off, mix "

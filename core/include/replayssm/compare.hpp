@@ -7,14 +7,18 @@
 //                the identical bit pattern, or NaN to NaN (a NaN where ref is finite always fails);
 //   rel_rms    — RMS(got - ref) / RMS(ref) <= ratio, AND every element finite where ref is finite;
 //   budget     — both of a statistical and a worst-case bound: RMS(got - ref) <= ratio * max(1, RMS(ref)) AND
-//                every element |got - ref| <= atol (the precision tiers' form, tier.hpp). The floor of 1 is
-//                the scale of the quantities rounding errors are relative to (a dot product's error scales
-//                with its terms, not with a result that cancels to near zero), as in max(1, max|ref|) bounds.
+//                every element |got - ref| <= atol (the precision tiers' form, tier.hpp).
+// A tolerance may carry a term scale per element (Tolerance::scale, the magnitude of the terms that produce the
+// element: tier.hpp, docs/numerics.md "Term scales"): allclose and budget bounds are then relative to it —
+// element i within atol * scale[i] + rtol * |ref[i]|, and a budget's RMS within ratio * RMS(scale) — with no
+// floor of 1, so a small tensor is judged at its own size. A zero scale (the element's terms are all zero, its
+// exact value 0) leaves a bound of the smallest normal binary32 number, 2^-126, so a flushed subnormal passes.
 // Every report names the worst element (flat index, ref, got), so a failure is never "most elements close".
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,14 +30,19 @@ struct Tolerance {
   double atol = 0.0;
   double rtol = 0.0;
   double ratio = 0.0;
+  std::shared_ptr<const std::vector<double>> scale;  // per-element term scale; null: atol is absolute
+
+  // The same tolerance with atol relative to a per-element term scale (its length must be the compared size).
+  Tolerance scaled(std::vector<double> term_scale) const;
 
   static Tolerance exact() { return {}; }
-  static Tolerance allclose(double atol, double rtol) { return {Kind::AllClose, atol, rtol, 0.0}; }
-  static Tolerance rel_rms(double ratio) { return {Kind::RelRms, 0.0, 0.0, ratio}; }
-  static Tolerance budget(double ratio, double atol) { return {Kind::Budget, atol, 0.0, ratio}; }
+  static Tolerance allclose(double atol, double rtol) { return {Kind::AllClose, atol, rtol, 0.0, nullptr}; }
+  static Tolerance rel_rms(double ratio) { return {Kind::RelRms, 0.0, 0.0, ratio, nullptr}; }
+  static Tolerance budget(double ratio, double atol) { return {Kind::Budget, atol, 0.0, ratio, nullptr}; }
 
-  // "exact", "allclose(atol=1e-05,rtol=1e-05)", "rel_rms(0.002)", "budget(rel_rms=0.005,atol=0.02)";
-  // parse() accepts the same spelling and throws Error(field) on anything else.
+  // "exact", "allclose(atol=1e-05,rtol=1e-05)", "rel_rms(0.002)", "budget(rel_rms=0.005,atol=0.02)", with
+  // " per term scale" appended when scaled; parse() accepts the unscaled spellings and throws Error(field) on
+  // anything else.
   std::string str() const;
   static Tolerance parse(const std::string& text, const std::string& field = "tolerance");
 };

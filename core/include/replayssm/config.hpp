@@ -24,9 +24,14 @@ enum class Op : std::uint8_t { GDN, KDA };
 //   VK: S[v][k], K fastest ("K-last"; vLLM, SGLang, FlashInfer pretranspose, FLA state_v_first).
 enum class StateLayout : std::uint8_t { KV, VK };
 
-// L2 normalisation of q and k. Both public forms put eps inside the square root; they differ in the last
-// bit: x * (1/sqrt(s + eps)) (HF l2norm, vLLM/SGLang rsqrt form) vs x / sqrt(s + eps) (FLA fused_recurrent).
-enum class L2Norm : std::uint8_t { RsqrtMul, DivSqrt, None };
+// L2 normalisation of q and k, s = sum(x^2). Each form is also named by its formula (l2norm_formula), which is
+// how an implementation declares the one it computes (docs/target-protocol.md, "Capabilities"):
+//   RsqrtMul       x * rsqrt(s + eps)        HF l2norm, vLLM / SGLang (rsqrt form)
+//   DivSqrt        x / sqrt(s + eps)         FLA fused_recurrent (the same value up to the last bit)
+//   DivNormPlusEps x / (sqrt(s) + eps)       eps outside the root: differs where s is near eps (|x| ~ 1e-3)
+//   DivMaxNormEps  x / max(sqrt(s), eps)     torch.nn.functional.normalize
+//   None           x                         no normalisation (a fixture mode; no model runs it)
+enum class L2Norm : std::uint8_t { RsqrtMul, DivSqrt, None, DivNormPlusEps, DivMaxNormEps };
 
 // KDA forget-gate forms (FLA fla/ops/kda/gate.py):
 //   Softplus:          g = -exp(A_log[hv]) * softplus(a + dt_bias[hv*K + c])      (Kimi-Linear-48B)
@@ -42,6 +47,10 @@ StateLayout parse_layout(const std::string& s, const std::string& field = "layou
 L2Norm parse_l2norm(const std::string& s, const std::string& field = "l2norm");
 // The forms that normalise (every one but L2Norm::None): what a model runs and a campaign draws.
 std::vector<L2Norm> normalising_l2norms();
+// The formula of a form ("x * rsqrt(sum(x^2) + eps)", ...), and the form of a formula: spaces are ignored, the
+// four formulas above and "x" are known; Error(field) lists them for any other.
+std::string l2norm_formula(L2Norm n);
+L2Norm parse_l2norm_formula(const std::string& s, const std::string& field = "l2norm");
 KdaGate parse_kda_gate(const std::string& s, const std::string& field = "kda_gate");
 
 struct ModelConfig {

@@ -42,5 +42,13 @@ double unit_roundoff(Tier t);
 // bf16 rounding apart: atol at least 2^-6 * max(1, scale) (as target.hpp's storage_tolerance) and 2^-7 more
 // relative RMS (the worst case of every element rounding the other way).
 Tolerance tier_tolerance(Tier t, const ModelConfig& cfg, double scale, bool state);
+// The same bounds relative to each element's term scale (docs/numerics.md, "Term scales"): the magnitude of the
+// terms that produce it — for an output the absolute terms of its dot product, for a state its own terms over its
+// history — instead of max(1, max|ref|): no floor of 1, a small tensor judged at its own size. The worst-element
+// bound becomes c * scale[i] (c = 2e-5 for fp32, 16 u otherwise, at least 2^-6 where bf16 storage applies), the
+// budget's RMS ratio relative to RMS(scale).
+Tolerance tier_tolerance(Tier t, const ModelConfig& cfg, std::vector<double> term_scale, bool state);
+// storage_tolerance's bound (2^-6 relative, several bf16 roundings apart) per term scale.
+Tolerance storage_tolerance_scaled(std::vector<double> term_scale);
 
 }  // namespace replayssm

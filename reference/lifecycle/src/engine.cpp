@@ -76,6 +76,7 @@ void Engine::clear_last() {
   last_kept_.clear();
   last_read_only_.clear();
   last_rows_.clear();
+  last_target_rows_.clear();
   last_inputs_.clear();
   last_conv_outputs_.clear();
   step_writes_ = StepWrites{};
@@ -282,7 +283,10 @@ std::vector<std::vector<float>> Engine::begin_step(const Cmd& c) {
     if (s.spec[i] && b.write_slot != b.slot) target_->allocate(b.write_slot);  // the destination is (re)allocated
   }
   if (setup_.pad_convention == PadConvention::PadSlot) last_written_.push_back(setup_.pad_sentinel());
-  step_writes_ = step_writes(canonical_rows(s.rows, setup_), setup_);
+  last_target_rows_ = canonical_rows(s.rows, setup_);
+  for (auto& r : last_target_rows_)
+    if (r.kind == RowKind::Verify) r.row.accepted = 0;  // not known at step time
+  step_writes_ = step_writes(last_target_rows_, setup_);
   auto out = target_->step(wire_rows(s.rows), s.packed);
   last_inputs_ = s.packed;
   if (setup_.conv) last_conv_outputs_ = target_->conv_step(wire_rows(s.rows), s.packed);
@@ -302,7 +306,8 @@ void Engine::finish_step() {
       last_rows_[i].accepted = s.rows[i].row.accepted;
       last_rows_[i].early_stop = s.spec[i]->stop_at > 0;
     }
-  const CommitKept kept = commit_kept(canonical_rows(s.rows, setup_));  // call_rules.hpp
+  last_target_rows_ = canonical_rows(s.rows, setup_);
+  const CommitKept kept = commit_kept(last_target_rows_);  // call_rules.hpp
   last_kept_ = kept.at_zero;
   last_read_only_ = kept.read_only;
   target_->commit(wire_rows(s.rows));

@@ -51,6 +51,7 @@ const std::vector<FaultInfo>& fault_table() {
       {Fault::VerifyScratchInIdleSlot, "verify_scratch_in_idle_slot", {"replay"}},
       {Fault::PadOutputsFromZeroState, "pad_outputs_from_zero_state", {"replay"}},
       {Fault::FullStateCopyOffByOne, "full_state_copy_off_by_one", {"full_state"}},
+      {Fault::L2normEpsOutsideSqrt, "l2norm_eps_outside_sqrt", {"replay"}},
   };
   return t;
 }
@@ -66,6 +67,14 @@ struct MissingDecayHook : TokenHook {
 // The output is read before the token's rank-1 write.
 struct OutputBeforeUpdateHook : TokenHook {
   bool output_before_update() const override { return true; }
+};
+// q and k are normalised as x / (sqrt(sum(x^2)) + eps) whatever form is configured (x * rsqrt(sum(x^2) + eps)
+// when that one is): eps outside the root. The same value up to rounding wherever sum(x^2) >> eps.
+struct EpsOutsideSqrtHook : TokenHook {
+  L2Norm l2norm(L2Norm configured) const override {
+    if (configured == L2Norm::None) return configured;
+    return configured == L2Norm::DivNormPlusEps ? L2Norm::RsqrtMul : L2Norm::DivNormPlusEps;
+  }
 };
 // beta is rounded through bf16 in this path only.
 struct BetaRoundingHook : TokenHook {
@@ -124,6 +133,8 @@ std::optional<Reconstruction> fault_reconstruction(Fault f) {
 
 const TokenHook* verify_fault_hook(Fault f) {
   static const OutputBeforeUpdateHook before;
+  static const EpsOutsideSqrtHook eps;
+  if (f == Fault::L2normEpsOutsideSqrt) return &eps;
   return f == Fault::OutputBeforeUpdate ? &before : nullptr;
 }
 
@@ -131,7 +142,9 @@ const TokenHook* fault_hook(Fault f) {
   static const GvaModuloHook gva;
   static const MissingDecayHook decay;
   static const BetaRoundingHook beta;
+  static const EpsOutsideSqrtHook eps;
   switch (f) {
+    case Fault::L2normEpsOutsideSqrt: return &eps;
     case Fault::GvaModulo: return &gva;
     case Fault::MissingDecayInReplay: return &decay;
     case Fault::BetaRoundingOnePath: return &beta;

@@ -53,7 +53,11 @@ Judge::Judge(const EngineSetup& setup, const std::string& target_kind, Fault fau
               shared_engine_fault(fault) ? fault : Fault::None),
       sut_(make_target(target_kind, fault), setup, sut_engine_fault(fault) || shared_engine_fault(fault) ? fault : Fault::None),
       tier_(judge_tier),
-      disabled_(std::move(disabled)) {}
+      disabled_(std::move(disabled)) {
+  // Term scales are needed only where values are compared within a tolerance (an exact claim compares bits).
+  scaled_ = tier_.has_value() || !sut_.target().bit_exact();
+  if (scaled_) scales_.reset(oracle_.setup());
+}
 
 void Judge::count_work(const Cmd& c) {
   ++work_.commands[to_string(c.kind)];
@@ -96,19 +100,15 @@ std::string Judge::run_check(Check check, const char* call, F&& f) const {
 }
 
 namespace {
-double max_abs(const std::vector<float>& x) {
-  double m = 0;
-  for (float e : x)
-    if (std::isfinite(e)) m = std::max(m, static_cast<double>(std::fabs(e)));
-  return m;
-}
 bool same_bits(const float* a, const float* b, std::size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
 }  // namespace
 
-CompareReport Judge::compare_values(const std::vector<float>& ref, const std::vector<float>& got, bool state) const {
-  const Tolerance tol = tier_                        ? tier_tolerance(*tier_, oracle_.setup().cfg, max_abs(ref), state)
+CompareReport Judge::compare_values(const std::vector<float>& ref, const std::vector<float>& got, bool state,
+                                    const std::vector<double>& term_scale) const {
+  // Bounds relative to the terms that produce each element (term_scale_tracker.hpp), never a floor of 1.
+  const Tolerance tol = tier_                        ? tier_tolerance(*tier_, oracle_.setup().cfg, term_scale, state)
                         : sut_.target().bit_exact() ? Tolerance::exact()
-                                                    : sut_.target().tolerance(max_abs(ref), state);
+                                                    : sut_.target().tolerance(term_scale, state);
   auto rep = compare(ref, got, tol);
   if (!rep.ok) {
     failed_ = rep;
@@ -143,7 +143,10 @@ std::string Judge::apply(const Cmd& c) {
     }
   }
   if (c.kind != Cmd::Kind::Step) {
+    std::int32_t copy_from = kPadSlot;
+    if (c.kind == Cmd::Kind::Copy && oracle_.requests().count(c.req)) copy_from = oracle_.requests().at(c.req).slot;
     oracle_.execute(c);  // an Error here means the command itself is invalid: propagate
+    if (scaled_ && c.kind == Cmd::Kind::Copy && copy_from != kPadSlot) scales_.copy(copy_from, c.slot);
     count_work(c);
     try {
       sut_.execute(c);
@@ -156,7 +159,18 @@ std::string Judge::apply(const Cmd& c) {
   // A step in its two calls, judged after each (call_rules.hpp).
   std::map<std::int32_t, Before> pos;
   for (const auto& [id, r] : oracle_.requests()) pos[id] = Before{r.history[0].T, r.slot};
+  // The committed states rows read, before the step commits its prefill chunks (for the term scales).
+  std::map<std::pair<std::int32_t, std::int32_t>, std::vector<float>> read_before;
+  if (scaled_)
+    for (const auto& [id, r] : oracle_.requests())
+      if (r.slot != kPadSlot)
+        for (std::int32_t l = 0; l < L; ++l) read_before[{l, r.slot}] = oracle_.target().committed_state(l, r.slot);
   const auto out_o = oracle_.begin_step(c);  // an Error here means the command itself is invalid: propagate
+  if (scaled_)
+    out_scales_ = scales_.step(oracle_.last_target_rows(), oracle_.last_inputs(), [&](std::int32_t l, std::int32_t slot) {
+      const auto it = read_before.find({l, slot});
+      return it != read_before.end() ? it->second : std::vector<float>();
+    });
   Outputs out_s;
   try {
     out_s = sut_.begin_step(c);
@@ -180,6 +194,7 @@ std::string Judge::apply(const Cmd& c) {
     return std::string("implementation failed while its results were read after step: ") + e.what();
   }
   oracle_.finish_step();
+  if (scaled_) scales_.commit(oracle_.last_target_rows());
   count_work(c);
   try {
     sut_.finish_step();
@@ -261,7 +276,12 @@ std::string Judge::check_outputs(const Outputs& out_o, const Outputs& out_s, con
         failed_call_ = "step";
         return why.str();
       }
-      const auto rep = compare_values(ro, so, false);
+      std::vector<double> scale;
+      if (scaled_) {
+        const auto& all = out_scales_[l];
+        scale.assign(all.begin() + static_cast<std::ptrdiff_t>(b), all.begin() + static_cast<std::ptrdiff_t>(b + n));
+      }
+      const auto rep = compare_values(ro, so, false, scale);
       if (!rep.ok) {
         why << "layer " << l << ", request " << pr.req << ": outputs differ: " << rep.str();
         return why.str();
@@ -304,7 +324,8 @@ std::string Judge::check_states() const {
         }
       }
       if (r.pending_fresh || !enabled(Check::States)) continue;  // allocated, not prefilled yet: garbage by design
-      const auto rep = compare_values(so, sut_.target().committed_state(l, r.slot), true);
+      const auto rep = compare_values(so, sut_.target().committed_state(l, r.slot), true,
+                                      scaled_ ? scales_.state_scales(l, r.slot) : std::vector<double>());
       if (!rep.ok) {
         why << "request " << id << " (slot " << r.slot << ") layer " << l << ": committed state differs: " << rep.str();
         failed_check_ = Check::States;
@@ -375,7 +396,8 @@ std::string Judge::check_states_after_step() const {
     if (r.pending_fresh && !prefilled.count(id)) continue;  // allocated, not prefilled yet
     for (std::int32_t l = 0; l < oracle_.setup().cfg.num_layers; ++l) {
       const auto rep = compare_values(oracle_.target().committed_state(l, r.slot),
-                                      sut_.target().committed_state(l, r.slot), true);
+                                      sut_.target().committed_state(l, r.slot), true,
+                                      scaled_ ? scales_.state_scales(l, r.slot) : std::vector<double>());
       if (!rep.ok) {
         why << "after step (before its commit): request " << id << " (slot " << r.slot << ") layer " << l
             << ": committed state differs" << (prefilled.count(id) ? " (its prefill chunk is committed by the step)" : "")

@@ -105,7 +105,14 @@ void l2normalize(const ModelConfig& cfg, const float* x, int n, R mul, R* out) {
   }
   R s = 0;
   for (int i = 0; i < n; ++i) s += static_cast<R>(x[i]) * static_cast<R>(x[i]);
-  const R den = std::sqrt(s + static_cast<R>(cfg.l2_eps));
+  const R eps = static_cast<R>(cfg.l2_eps);
+  if (cfg.l2norm == L2Norm::DivNormPlusEps || cfg.l2norm == L2Norm::DivMaxNormEps) {
+    const R norm = std::sqrt(s);
+    const R d = cfg.l2norm == L2Norm::DivNormPlusEps ? norm + eps : std::max(norm, eps);
+    for (int i = 0; i < n; ++i) out[i] = static_cast<R>(x[i]) / d * mul;
+    return;
+  }
+  const R den = std::sqrt(s + eps);
   if (cfg.l2norm == L2Norm::RsqrtMul) {
     const R inv = R(1) / den;
     for (int i = 0; i < n; ++i) out[i] = static_cast<R>(x[i]) * inv * mul;
@@ -154,10 +161,18 @@ void token_step(const ModelConfig& cfg, const LayerParams& p, const SequenceInpu
   const int K = cfg.K, V = cfg.V;
   const R scale = static_cast<R>(cfg.scale());
   std::vector<R> kn(static_cast<std::size_t>(cfg.H) * K), qs(static_cast<std::size_t>(cfg.H) * K);
+  // A hook may normalise with another form than the configuration's (a fault of the catalogue).
+  ModelConfig other;
+  const ModelConfig* ncfg = &cfg;
+  if (hook && hook->l2norm(cfg.l2norm) != cfg.l2norm) {
+    other = cfg;
+    other.l2norm = hook->l2norm(cfg.l2norm);
+    ncfg = &other;
+  }
   for (int h = 0; h < cfg.H; ++h) {
     const std::size_t off = (static_cast<std::size_t>(t) * cfg.H + h) * K;
-    l2normalize<R>(cfg, &in.k[off], K, R(1), &kn[static_cast<std::size_t>(h) * K]);
-    l2normalize<R>(cfg, &in.q[off], K, scale, &qs[static_cast<std::size_t>(h) * K]);
+    l2normalize<R>(*ncfg, &in.k[off], K, R(1), &kn[static_cast<std::size_t>(h) * K]);
+    l2normalize<R>(*ncfg, &in.q[off], K, scale, &qs[static_cast<std::size_t>(h) * K]);
   }
   std::vector<R> g(static_cast<std::size_t>(cfg.a_width())), alpha(static_cast<std::size_t>(K));
   if (rec) {

@@ -14,6 +14,7 @@ CONV_FIXTURE_OPS = ("conv.prefill", "conv.update", "conv.commit")
 CONV_FIXTURE_OPS_MINOR = 3  # the protocol minor version that added CONV_FIXTURE_OPS
 CAPTURE_MINOR = 4  # the protocol minor version that added the `capture` command
 CONV_STATE_MINOR = 5  # the protocol minor version that added the conv component (`conv_state`, conv_* commands)
+L2NORM_FORMULA_MINOR = 6  # the minor version that added l2norm forms by formula (and the forms beyond rsqrt_mul, div_sqrt)
 CONV_METHODS = ("conv_step", "conv_commit", "conv_committed_state", "conv_pool")
 
 

@@ -18,6 +18,7 @@ from .convert import ConversionError, to_wire
 from .protocol import (PROTOCOL_NAME, VERSION, Frame, ProtocolError, digest64, digest_rows, hex64, parse_hex64,
                        read_frame, write_frame)
 from .interface import (CAPTURE_MINOR, CONV_FIXTURE_OPS, CONV_FIXTURE_OPS_MINOR, CONV_METHODS, CONV_STATE_MINOR,
+                        L2NORM_FORMULA_MINOR,
                         FIXTURE_OPS, Target)
 from .rows import TargetError
 from .session import Session, integer, parse_rows
@@ -91,6 +92,9 @@ class _Loop:
             claimed = [op for op in claimed if op not in CONV_FIXTURE_OPS]
         caps["fixture_ops"] = list(claimed)
         self.fixture_ops = set(claimed)
+        # A judge before 1.6 knows only the named forms rsqrt_mul, div_sqrt and none: other claims are left out.
+        if v[1] < L2NORM_FORMULA_MINOR and "l2norms" in caps:
+            caps["l2norms"] = [n for n in caps["l2norms"] if n in ("rsqrt_mul", "div_sqrt", "none")]
         self.greeted = True
         return {"protocol": PROTOCOL_NAME, "version": list(VERSION), "capabilities": caps}, None
 
@@ -304,7 +308,7 @@ class InProcess:
     directly (replayssm_kit.trace replays trace fixtures through it).
 
         loop = InProcess(my_target)
-        answer, tensors = loop.call({"op": "hello", "protocol": "replayssm.target", "version": [1, 5]})
+        answer, tensors = loop.call({"op": "hello", "protocol": "replayssm.target", "version": [1, 6]})
 
     call() takes a command message and its tensors (name -> float32 array, with their protocol dtype names in
     `dtypes`) and returns the answer message and its tensors (name -> (array in the stored form of its dtype:

@@ -66,8 +66,8 @@
 //                       fp32 log-decay ([num_slots, HV, ring_len, K] for KDA); record j of slot s at index j
 //
 // Supported: op GDN and KDA (both gate forms); K in {64, 128, 256}; V in [1, 1024]; layouts VK (tuned) and
-// KV (same arithmetic, strided loads); state dtype F32/BF16; act dtype F32/BF16; any H, HV with HV % H == 0;
-// slot_stride a multiple of 4. Device pointers must come from cudaMalloc (or be 16-byte aligned).
+// KV (same arithmetic, strided loads); state dtype F32/BF16; act dtype F32/BF16; l2norm rsqrt_mul, div_sqrt or
+// none; any H, HV with HV % H == 0; slot_stride a multiple of 4. Device pointers must come from cudaMalloc (or be 16-byte aligned).
 //
 // Errors: every entry point validates its descriptors on the host before anything is launched and throws
 // replayssm::Error naming the offending field ("rows[3].accepted", "page_table[5]", "cfg.K",

@@ -38,8 +38,8 @@ class ReplayTarget : public PooledTarget {
   std::string name() const override { return precision_ ? "replay_tf32" : "replay"; }
   std::string design() const override { return "replay"; }
   bool bit_exact() const override { return precision_ == nullptr; }
-  Tolerance tolerance(double scale, bool state) const override {
-    return tier_tolerance(Tier::Tf32, s_.cfg, scale, state);  // only used by the tf32 variant
+  Tolerance tolerance(const std::vector<double>& term_scale, bool state) const override {
+    return tier_tolerance(Tier::Tf32, s_.cfg, term_scale, state);  // only used by the tf32 variant
   }
   void setup(const EngineSetup& s) override {
     PooledTarget::setup(s);

@@ -72,6 +72,9 @@ class Engine {
     bool early_stop = false;      // a verify row whose stop token was accepted
   };
   const std::vector<PackedRow>& last_rows() const { return last_rows_; }
+  // The last step's rows in canonical form (PAD and graph tail rows kPadSlot): at step time verify rows carry
+  // accepted 0, after finish_step their committed counts.
+  const std::vector<TargetRow>& last_target_rows() const { return last_target_rows_; }
   // The packed tokens of the last step per layer (what Target::step received), and with the conv component on
   // (EngineSetup::conv) the conv outputs the target's conv_step returned for them (per layer [total_tokens, C]).
   const std::vector<SequenceInputs>& last_inputs() const { return last_inputs_; }
@@ -126,6 +129,7 @@ class Engine {
   std::vector<std::int32_t> last_kept_;
   std::vector<std::int32_t> last_read_only_;
   std::vector<PackedRow> last_rows_;
+  std::vector<TargetRow> last_target_rows_;
   std::vector<SequenceInputs> last_inputs_;
   std::vector<std::vector<float>> last_conv_outputs_;
   std::optional<PackedStep> in_step_;  // the step between begin_step and finish_step

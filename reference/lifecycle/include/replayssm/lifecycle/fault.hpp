@@ -82,6 +82,9 @@ enum class Fault : std::uint8_t {
                               // target that claims pad_outputs_zero                                [PadZeros]
   FullStateCopyOffByOne,      // the full-state design's commit copies S_{n-1}, in the oracle and the target alike:
                               // only the oracle's self-check sees it                               [OracleSelfCheck]
+  L2normEpsOutsideSqrt,       // q and k normalised as x / (sqrt(sum(x^2)) + eps) under a configuration that
+                              // names another form: equal up to rounding unless sum(x^2) is near eps, so only
+                              // inputs at checkpoint sizes (q, k rows of norm ~1e-3) show it at a tolerance tier
 };
 // The compiled window of WidthCappedAt8 (1 + 7 drafts): only windows of T > 8 (widths 9..12 and up) see it.
 inline constexpr std::int32_t kFaultWidthCap = 8;

@@ -36,6 +36,7 @@
 
 #include "replayssm/lifecycle/command.hpp"
 #include "replayssm/lifecycle/engine.hpp"
+#include "replayssm/lifecycle/term_scale_tracker.hpp"
 #include "replayssm/tier.hpp"
 
 namespace replayssm::ref {
@@ -131,7 +132,9 @@ class Judge {
   std::string check_conv_outputs(const Windows& windows_before) const;
   std::string check_conv_windows() const;
   std::string check_conv_untouched(const Cmd& c, const Outputs& conv_before_o, const Outputs& conv_before_s) const;
-  CompareReport compare_values(const std::vector<float>& ref, const std::vector<float>& got, bool state) const;
+  // term_scale: per element (empty when the comparison is exact).
+  CompareReport compare_values(const std::vector<float>& ref, const std::vector<float>& got, bool state,
+                               const std::vector<double>& term_scale) const;
 
   Engine oracle_;
   Engine sut_;
@@ -141,6 +144,9 @@ class Judge {
   mutable Tolerance failed_tol_;
   std::set<Check> disabled_;
   JudgedWork work_;
+  bool scaled_ = false;         // tolerance-based judging: bounds per term scale
+  TermScaleTracker scales_;
+  std::vector<std::vector<double>> out_scales_;  // per layer, the last step's output term scales
   void count_work(const Cmd& c);
   mutable std::optional<Check> failed_check_;
   mutable std::string failed_call_;

@@ -31,6 +31,7 @@
 #include "replayssm/recurrence/inputs.hpp"
 #include "replayssm/recurrence/mtp.hpp"
 #include "replayssm/step.hpp"
+#include "replayssm/tier.hpp"
 
 namespace replayssm::ref {
 
@@ -135,11 +136,12 @@ class Target {
   virtual std::string design() const { return "other"; }
   // Exact: outputs and committed states must equal the oracle's bit for bit.
   virtual bool bit_exact() const = 0;
-  // Bound used when !bit_exact(); `scale` is max|ref| of the compared tensor; `state` says whether a
+  // Bound used when !bit_exact(); `term_scale` holds, per compared element, the magnitude of the terms that
+  // produce it (term_scales.hpp: no floor of 1, a small tensor judged at its own size); `state` says whether a
   // committed state (true) or an output (false) is compared.
-  virtual Tolerance tolerance(double scale, bool state) const {
+  virtual Tolerance tolerance(const std::vector<double>& term_scale, bool state) const {
     (void)state;
-    return storage_tolerance(scale);
+    return storage_tolerance_scaled(term_scale);
   }
   // Whether PAD rows' outputs are claimed to be exact zeros (the project's own targets write zeros). The
   // judge checks the claim; without it PAD outputs are don't-care (docs/target-protocol.md, "PAD rows").

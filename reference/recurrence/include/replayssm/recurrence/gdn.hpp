@@ -99,6 +99,8 @@ struct TokenHook {
   virtual double dot_operand(double x) const { return x; }
   // The output read from the state before the token's rank-1 write (decayed only), a fault of the catalogue.
   virtual bool output_before_update() const { return false; }
+  // The l2norm form q and k are normalised with, given the configuration's (a fault may place eps elsewhere).
+  virtual L2Norm l2norm(L2Norm configured) const { return configured; }
 };
 
 // Advances the state by token t of `in` for every value head and writes o_t [HV, V] (unrounded).

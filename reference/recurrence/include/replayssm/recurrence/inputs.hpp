@@ -19,7 +19,16 @@
 //   b             : per (token, value head) one of +20 (beta = sigmoid(20) = 1 in binary32: saturated),
 //                   -20 (beta ~ 2e-9: near zero) or normalish, each with probability 1/3
 //   q, k, v       : as above
-// Both mixes draw q, k and v from the same stream, so only the gates differ between them.
+// Checkpoint magnitudes (GateRange::Checkpoint): the realistic gates, and q, k, v at the sizes real checkpoints
+// hand a kernel (a decode fixture of a real Qwen3.5 checkpoint has outputs of scale 3e-4), from a third stream
+// that rescales each row of the draws above (its direction kept), rounded to act_dtype:
+//   q, k rows     : norm m * 10^e before normalisation, m uniform in [1, 10) and the decade e uniform in [-3, 0]:
+//                   1e-3 .. 10 (e in [-3, -1], 1e-3 .. 1, with L2Norm::None, whose inputs are normalised
+//                   upstream); sum(x^2) reaches 1e-6, the size of the l2norm's eps, so where eps sits shows
+//   v rows        : norm m * 10^e x sqrt(V), e in [-3, -1] (1e-3 .. 1 of the unit-variance row's norm): small states and
+//                   outputs, judged at their own size (term_scales.hpp)
+// Every mix draws q, k and v from the same stream, so benign and realistic differ only in the gates, and
+// checkpoint only in the gates and the rows' sizes.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +41,8 @@
 namespace replayssm::ref {
 
 // Which ranges the gate inputs (a, b) and parameters (A_log, dt_bias) are drawn from (see above).
-enum class GateRange : std::uint8_t { Benign, Realistic };
-std::string to_string(GateRange g);                                                  // "benign", "realistic"
+enum class GateRange : std::uint8_t { Benign, Realistic, Checkpoint };
+std::string to_string(GateRange g);  // "benign", "realistic", "checkpoint"
 GateRange parse_gate_range(const std::string& s, const std::string& field = "gates");  // Error(field) otherwise
 
 SequenceInputs random_inputs(const ModelConfig& cfg, int T, std::uint64_t seed, GateRange gates = GateRange::Benign);
