@@ -5,6 +5,7 @@
 // implies are pinned the other way: turned off, the implying check still catches their fault at the same call.
 // The table is docs/lifecycle.md's "The judge's checks".
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -68,7 +69,8 @@ fuzz::FuzzReport hunt(ref::Fault fault, const std::string& target, bool conv) {
     o.max_T = 12;
   }
   o.conv = conv ? fuzz::ConvMix::On : fuzz::ConvMix::Off;
-  o.dump_dir = ::testing::TempDir() + "judge_teeth";
+  // One folder per process: ctest runs these tests in parallel, and a dump read back must be this hunt's own.
+  o.dump_dir = ::testing::TempDir() + "judge_teeth_" + std::to_string(::getpid()) + "_" + ref::to_string(fault);
   return fuzz::run_fuzz(o, nullptr);
 }
 

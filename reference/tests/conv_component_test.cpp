@@ -3,6 +3,7 @@
 // reference target passes; each conv fault of the catalogue fails at the command and the check that see it; a
 // target that writes a conv window outside the write set, or the gap after one, is caught.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <array>
 #include <cmath>
@@ -309,7 +310,7 @@ TEST(ConvComponent, CampaignRunsConvCasesOnlyWhenAskedAndRefusesAConvFaultWithou
   o.fault = Fault::ConvWindowNotCopied;
   o.cases = 100;
   o.seed = 4;
-  o.dump_dir = ::testing::TempDir();
+  o.dump_dir = ::testing::TempDir() + "conv_component_" + std::to_string(::getpid());  // this process's own dumps
   EXPECT_EQ(replayssm::testing::field_of([&] { fuzz::run_fuzz(o, nullptr); }), "conv");
   o.conv = fuzz::ConvMix::Mix;
   const auto r = fuzz::run_fuzz(o, nullptr);

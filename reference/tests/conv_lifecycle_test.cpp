@@ -5,6 +5,7 @@
 // the catalogue is caught on each target it lives in, with its shrunk case dumped; a fault outside its design is
 // refused by name.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <iostream>
@@ -43,7 +44,7 @@ fuzz::FuzzOptions options(const std::string& target, ref::Fault fault, const fuz
   o.fault = fault;
   o.conv = fuzz::ConvMix::On;
   o.conv_shape = shape;
-  o.dump_dir = ::testing::TempDir();
+  o.dump_dir = ::testing::TempDir() + "conv_lifecycle_" + std::to_string(::getpid());  // this process's own dumps
   return o;
 }
 
