@@ -38,7 +38,11 @@ std::string ExecTensorCheck::str() const {
   std::ostringstream os;
   os << name << ": " << report.str();
   if (!report.ok && report.count && !shape.empty()) os << " worst element " << coords_of(report.worst_index, shape);
-  if (!stored.empty()) os << " (stored tolerance " << stored << ")";
+  if (!stored.empty()) {
+    os << " (stored tolerance " << stored;
+    if (stored_excess >= 0) os << ": worst excess " << stored_excess;
+    os << ")";
+  }
   return os.str();
 }
 
@@ -50,6 +54,8 @@ json ExecFixtureResult::to_json() const {
            {"mismatches", t.report.mismatches}, {"worst_index", t.report.worst_index},
            {"worst_ref", t.report.worst_ref},   {"worst_got", t.report.worst_got},
            {"report", t.str()}};  // the one-line verdict naming the worst element (JUnit messages)
+    if (t.tier_excess >= 0) j["tier_excess"] = t.tier_excess;
+    if (t.stored_excess >= 0) j["stored_excess"] = t.stored_excess;
     if (!t.shape.empty()) j["worst_coords"] = coords_of(t.report.worst_index, t.shape);
     ts.push_back(j);
   }
@@ -81,6 +87,14 @@ ExecTensorCheck make_check(const std::string& name, const Tolerance& judged, con
   c.stored = stored;
   c.shape = shape;
   c.report = compare(ref, got, judged);
+  if (judged.kind == Tolerance::Kind::AllClose || judged.kind == Tolerance::Kind::Budget) c.tier_excess = c.report.worst_excess;
+  if (!stored.empty() && stored != judged.str()) {
+    const Tolerance st = Tolerance::parse(stored, "stored tolerance");
+    if (st.kind == Tolerance::Kind::AllClose || st.kind == Tolerance::Kind::Budget)
+      c.stored_excess = compare(ref, got, st).worst_excess;
+  } else if (!stored.empty()) {
+    c.stored_excess = c.tier_excess;
+  }
   return c;
 }
 

@@ -37,6 +37,9 @@ struct ExecTensorCheck {
   Tolerance judged;          // what was applied
   std::string stored;        // the fixture's own tolerance ("" when it has none for this check)
   CompareReport report;
+  // The worst element's excess over each bound: |got - ref| / bound at the worst element, over the bound applied
+  // (tier) and over the fixture's stored tolerance (negative when there is none, or it is exact or RMS-only).
+  double tier_excess = -1, stored_excess = -1;
   Shape shape;               // of the compared tensor (for the worst element's coordinates); empty: none
   std::string str() const;   // one line: verdict, worst element with coordinates, judged and stored tolerance
 };

@@ -95,8 +95,11 @@ FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress) {
   // from what it claims (envelope.hpp).
   const auto probe = ref::make_target(opt.target, opt.fault);
   {
-    rep.not_covered = probe->unsupported(opt.cfg, 1);
-    rep.envelope = narrow(probe_envelope(*probe, opt.cfg, opt.max_T), opt.narrowing);
+    // The preset's dtypes, layout and forms are where the probe starts, not a requirement: a target that claims
+    // other values is probed from the first variant it covers (the command line's fixed values kept).
+    const ModelConfig base = claimed_variant(*probe, opt.cfg, opt.narrowing).value_or(opt.cfg);
+    rep.not_covered = probe->unsupported(base, 1);
+    rep.envelope = narrow(probe_envelope(*probe, base, opt.max_T), opt.narrowing);
     if (rep.not_covered.empty() && (rep.envelope.act_dtypes.empty() || rep.envelope.state_dtypes.empty() ||
                                     rep.envelope.layouts.empty() || rep.envelope.l2norms.empty() ||
                                     rep.envelope.round_beta.empty() ||

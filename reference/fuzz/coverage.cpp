@@ -46,6 +46,10 @@ void Coverage::add_case(const ref::EngineSetup& s, const ref::JudgedWork& w) {
   work.live_captures += w.live_captures;
   for (const auto& [T, ns] : w.accepted) work.accepted[T].insert(ns.begin(), ns.end());
   for (const auto& [k, n] : w.commands) work.commands[k] += n;
+  if (w.closest_excess > work.closest_excess) {
+    work.closest_excess = w.closest_excess;
+    work.closest_at = w.closest_at;
+  }
 }
 
 void Coverage::merge(const Coverage& o) {
@@ -66,6 +70,10 @@ void Coverage::merge(const Coverage& o) {
   work.live_captures += o.work.live_captures;
   for (const auto& [T, ns] : o.work.accepted) work.accepted[T].insert(ns.begin(), ns.end());
   for (const auto& [k, n] : o.work.commands) work.commands[k] += n;
+  if (o.work.closest_excess > work.closest_excess) {
+    work.closest_excess = o.work.closest_excess;
+    work.closest_at = o.work.closest_at;
+  }
   full_depth.insert(o.full_depth.begin(), o.full_depth.end());
 }
 
@@ -83,6 +91,7 @@ json Coverage::to_json() const {
               {"events", {{"early_stops", work.early_stops}, {"live_captures", work.live_captures}}},
               {"accepted", acc},
               {"commands", work.commands},
+              {"closest_to_bound", {{"excess", work.closest_excess}, {"at", work.closest_at}}},
               {"full_depth", std::vector<std::string>(full_depth.begin(), full_depth.end())}};
 }
 
@@ -106,6 +115,10 @@ Coverage Coverage::from_json(const json& j, const std::string& field) {
       for (const auto& n : ns) c.work.accepted[std::stoi(T)].insert(n.get<int>());
     for (const auto& [k, n] : j.at("commands").items()) c.work.commands[k] = n.get<long>();
     for (const auto& o : j.at("full_depth")) c.full_depth.insert(o.get<std::string>());
+    if (j.contains("closest_to_bound")) {  // absent in reports written before it was recorded
+      c.work.closest_excess = j.at("closest_to_bound").at("excess").get<double>();
+      c.work.closest_at = j.at("closest_to_bound").at("at").get<std::string>();
+    }
   } catch (const json::exception& e) {
     fail(field, "malformed coverage: ", e.what());
   }
@@ -270,6 +283,11 @@ std::string matrix_text(const Coverage& c) {
   if (c.full_depth.empty()) os << "none";
   for (const auto& o : c.full_depth) os << o << " ";
   os << ")\n";
+  if (c.work.closest_excess > 0)
+    os << "  closest to the tier bound: " << c.work.closest_excess << "x the bound at the worst element, in "
+       << c.work.closest_at << "\n";
+  else if (c.cases > 0)
+    os << "  closest to the tier bound: every comparison bit-exact\n";
   return os.str();
 }
 

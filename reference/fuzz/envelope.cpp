@@ -115,14 +115,51 @@ Envelope probe_envelope(const ref::Target& t, const ModelConfig& base, int max_T
   return e;
 }
 
+std::optional<ModelConfig> claimed_variant(const ref::Target& t, const ModelConfig& base, const Narrowing& n) {
+  if (t.unsupported(base, 1).empty()) return base;
+  // Each dimension's candidates: the fixed value, else base's own first, then the others.
+  auto values = [](auto own, const auto& fixed, const auto& all) {
+    using V = decltype(own);
+    std::vector<V> v;
+    if (fixed) return std::vector<V>{*fixed};
+    v.push_back(own);
+    for (const auto& x : all)
+      if (!(x == own)) v.push_back(x);
+    return v;
+  };
+  const auto acts = values(base.act_dtype, n.act_dtype, std::vector<DType>{DType::F32, DType::BF16});
+  const auto states = values(base.state_dtype, n.state_dtype, std::vector<DType>{DType::F32, DType::BF16});
+  const auto layouts = values(base.layout, n.layout, std::vector<StateLayout>{StateLayout::VK, StateLayout::KV});
+  const auto l2s = values(base.l2norm, n.l2norm, normalising_l2norms());
+  const auto gates = base.op == Op::KDA ? values(base.kda_gate, n.kda_gate, std::vector<KdaGate>{KdaGate::Softplus, KdaGate::LowerBoundSigmoid})
+                                        : std::vector<KdaGate>{base.kda_gate};
+  const auto betas = values(base.round_beta_to_act, n.round_beta, std::vector<bool>{false, true});
+  for (DType a : acts)
+    for (DType s : states)
+      for (StateLayout l : layouts)
+        for (L2Norm q : l2s)
+          for (KdaGate g : gates)
+            for (bool b : betas) {
+              ModelConfig c = base;
+              c.act_dtype = a;
+              c.state_dtype = s;
+              c.layout = l;
+              c.l2norm = q;
+              c.kda_gate = g;
+              c.round_beta_to_act = b;
+              if (t.unsupported(c, 1).empty()) return c;
+            }
+  return std::nullopt;
+}
+
 std::optional<ModelConfig> smallest_claimed(const ref::Target& t, const ModelConfig& tiny) {
-  if (t.unsupported(tiny, 1).empty()) return tiny;
+  if (auto c = claimed_variant(t, tiny)) return c;
   for (int hv : {tiny.HV, tiny.H})
     for (int d : {16, 32, 64, 128, 256}) {
       ModelConfig c = tiny;
       c.HV = hv;
       c.K = c.V = d;
-      if (t.unsupported(c, 1).empty()) return c;
+      if (auto v = claimed_variant(t, c)) return v;
     }
   return std::nullopt;
 }

@@ -37,8 +37,9 @@ struct Envelope {
 // an envelope with max_T = 0.
 Envelope probe_envelope(const ref::Target& t, const ModelConfig& base, int max_T_cap);
 
-// The smallest heads and dims of `tiny` (a small preset of one op) the target covers: tiny itself, else K = V in
-// 16, 32, 64, 128, 256 with tiny's heads, then with HV = H; nullopt when none is covered. Full-depth campaigns run
+// The smallest heads and dims of `tiny` (a small preset of one op) the target covers (in some claimed_variant):
+// tiny itself, else K = V in 16, 32, 64, 128, 256 with tiny's heads, then with HV = H; nullopt when none is
+// covered. Full-depth campaigns run
 // there (docs/lifecycle.md, "Verdict levels").
 std::optional<ModelConfig> smallest_claimed(const ref::Target& t, const ModelConfig& tiny);
 
@@ -52,6 +53,12 @@ struct Narrowing {
   std::optional<bool> round_beta;
 };
 Envelope narrow(Envelope e, const Narrowing& n);
+
+// The first configuration the target covers (T = 1) among base's dimensions and model with the values of
+// act_dtype, state_dtype, layout, l2norm (normalising forms), kda_gate (KDA) and round_beta_to_act varied,
+// base's own values first and the ones `n` fixes kept: a target claiming only BF16 states is probed and fuzzed
+// at BF16 states instead of being refused at the preset's F32. nullopt when no combination is covered.
+std::optional<ModelConfig> claimed_variant(const ref::Target& t, const ModelConfig& base, const Narrowing& n = {});
 
 // One case's configuration: base with every dimension drawn uniformly from the envelope by `seed` (a
 // combination the target refuses is drawn again, up to 16 times, then base's own values where covered). The

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
+#include <cstdio>
 
 #include "commands.hpp"
 #include "exec_target.hpp"
@@ -67,7 +68,8 @@ void register_fixtures(CLI::App& app) {
     bool traces = false, ring = false, conv = false, out_of_place = false, graph_padding = false,
          captures = false;
     std::string pad_convention = "minus_one";
-    int cases = 0, max_commands = 0, slots = 0, max_T = 0;  // the trace generator's defaults, set below
+    std::string dims, state_dtype, act_dtype;  // a trace's heads and dims, dtypes: the preset's when empty
+    int cases = 0, max_commands = 0, slots = 0, max_T = 0, layers = 0;  // the trace generator's defaults, set below
   };
   auto o = std::make_shared<Opts>();
   {
@@ -123,6 +125,12 @@ void register_fixtures(CLI::App& app) {
                 "bucket while requests are live; makes a trace_version 1.2 trace (--traces)");
   gen->add_option("--name", o->name, "File names <preset>__<name>__<i>, e.g. named for a hazard (--traces)")
       ->capture_default_str();
+  gen->add_option("--dims", o->dims,
+                  "H,HV,K,V: a trace's heads and dims instead of the preset's; the files are named "
+                  "<preset>-h<H>x<HV>-k<K>v<V>__<name>__<i> (--traces)");
+  gen->add_option("--state-dtype", o->state_dtype, "A trace's state dtype instead of the preset's: F32 or BF16 (--traces)");
+  gen->add_option("--act-dtype", o->act_dtype, "A trace's activation dtype instead of the preset's: F32 or BF16 (--traces)");
+  gen->add_option("--layers", o->layers, "At most this many layers in a trace (0: the preset's) (--traces)");
   gen->callback([o] {
     if (!o->matrix.empty()) {
       const auto paths = ref::write_matrix_set(o->matrix, o->seed, o->out);
@@ -145,6 +153,20 @@ void register_fixtures(CLI::App& app) {
     if (o->traces) {
       fuzz::TraceSetOptions t;
       t.cfg = preset(o->preset);
+      if (!o->dims.empty()) {
+        int v[4] = {0, 0, 0, 0};
+        char tail = 0;
+        require(std::sscanf(o->dims.c_str(), "%d,%d,%d,%d%c", &v[0], &v[1], &v[2], &v[3], &tail) == 4, "dims",
+                "must be H,HV,K,V (four integers), got '", o->dims, "'");
+        t.cfg.H = v[0], t.cfg.HV = v[1], t.cfg.K = v[2], t.cfg.V = v[3];
+        t.cfg.name = o->preset + "-h" + std::to_string(v[0]) + "x" + std::to_string(v[1]) + "-k" + std::to_string(v[2]) +
+                     "v" + std::to_string(v[3]);
+      }
+      if (!o->state_dtype.empty()) t.cfg.state_dtype = parse_dtype(o->state_dtype, "state-dtype");
+      if (!o->act_dtype.empty()) t.cfg.act_dtype = parse_dtype(o->act_dtype, "act-dtype");
+      require(o->layers >= 0, "layers", "must be >= 0, got ", o->layers);
+      if (o->layers > 0) t.cfg.num_layers = std::min(o->layers, t.cfg.num_layers);
+      t.cfg.validate();
       t.seed = o->seed;
       t.cases = o->cases;
       t.max_commands = o->max_commands;

@@ -110,6 +110,11 @@ CompareReport Judge::compare_values(const std::vector<float>& ref, const std::ve
                         : sut_.target().bit_exact() ? Tolerance::exact()
                                                     : sut_.target().tolerance(term_scale, state);
   auto rep = compare(ref, got, tol);
+  if ((tol.kind == Tolerance::Kind::AllClose || tol.kind == Tolerance::Kind::Budget) && rep.worst_excess > work_.closest_excess) {
+    work_.closest_excess = rep.worst_excess;
+    work_.closest_at = std::string(state ? "a committed state" : "an output") + " under " + tol.str() + " (worst |d| " +
+                       std::to_string(rep.max_abs) + ")";
+  }
   if (!rep.ok) {
     failed_ = rep;
     failed_tol_ = tol;

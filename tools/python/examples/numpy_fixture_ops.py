@@ -40,7 +40,7 @@ class FixtureOps:
         self.args = config.get("args") or {}
         self.x = inputs
         self.fault = fault
-        self.math = Recurrence(m)
+        self.math = Recurrence(m, fault == "l2norm_eps_outside_sqrt")
         self.HV, self.K, self.V = m["HV"], m["K"], m["V"]
         self.kv = m["layout"] == "kv"
         self.params = (self._need("param.A_log"), self._need("param.dt_bias").reshape(self.HV, -1))

@@ -59,19 +59,33 @@ from replayssm_kit.target import CONV_FIXTURE_OPS, FIXTURE_OPS, Row, Rows, Targe
 # index arrays to the "kernel" by data pointer, assuming unit stride (H6: they are strided column views, so
 # every row after the first reads another column's values); capture_writes_live_state warms a newly captured
 # bucket up on the last step's rows (the index buffer as it is) instead of PAD rows and commits the dummy
-# window into their slots (H13).
+# window into their slots (H13); l2norm_eps_outside_sqrt normalises q and k as x / (sqrt(sum(x^2)) + eps) while
+# claiming the forms with eps under the root (one rounding for unit-variance rows, a large error for the rows
+# of norm ~1e-3 that checkpoint-sized inputs and the real checkpoints' fixtures carry); commit_one_call_late
+# holds each commit back and runs it at the next commit (the state a step reads is one commit behind).
 FAULTS = ("off_by_one_accepted", "pad_row_writes_slot0", "writes_gap", "graph_tail_processed",
-          "width_capped_at_8", "strided_index_as_contiguous", "capture_writes_live_state") + FIXTURE_FAULTS + SLOT_FAULTS
+          "width_capped_at_8", "strided_index_as_contiguous", "capture_writes_live_state",
+          "l2norm_eps_outside_sqrt", "commit_one_call_late") + FIXTURE_FAULTS + SLOT_FAULTS
 WIDTH_CAP = 8
 
 
 class NumpyReplay(Target):
-    def __init__(self, fault: str | None = None):
+    def __init__(self, fault: str | None = None, claims: str = "all"):
         if fault is not None and fault not in FAULTS:
             raise ValueError(f"unknown fault {fault!r} (known: {', '.join(FAULTS)})")
-        self.fault = fault
+        self.fault, self.claims = fault, claims
 
     def capabilities(self) -> dict:
+        caps = self._all_capabilities()
+        if self.claims == "nothing":  # no op: every configuration is refused, no campaign can run
+            caps["ops"] = []
+        elif self.claims == "unexercisable":
+            # The verify fixture op at a dtype pair no committed mtp_verify fixture has (BF16 activations with a
+            # BF16 state): the campaigns run, the claimed op's fixtures cannot.
+            caps.update(act_dtypes=["BF16"], state_dtypes=["BF16"], fixture_ops=["mtp_verify"])
+        return caps
+
+    def _all_capabilities(self) -> dict:
         return {"name": "numpy-replay" + (f"+{self.fault}" if self.fault else ""), "tier": "fp32",
                 "bit_exact": False, "pad_outputs_zero": True, "design": "replay", "copy_slot": True,
                 "l2norms": ["rsqrt_mul", "div_sqrt"], "kda_gates": ["softplus", "lower_bound_sigmoid"],
@@ -94,7 +108,8 @@ class NumpyReplay(Target):
 
     def setup(self, setup: dict, params: list) -> None:
         cfg = setup["config"]
-        self.math = Recurrence(cfg)
+        self.math = Recurrence(cfg, self.fault == "l2norm_eps_outside_sqrt")
+        self.deferred = None  # commit_one_call_late: the commit held back until the next one
         self.params = params
         self.L, self.S, self.max_T = cfg["num_layers"], setup["num_slots"], setup["max_T"]
         self.E = cfg["HV"] * cfg["K"] * cfg["V"]
@@ -188,6 +203,8 @@ class NumpyReplay(Target):
             if not self._pad(r) and not r.is_prefill and not 0 <= r.accepted <= r.T:
                 raise TargetError(f"rows[{i}].accepted", f"is {r.accepted}, outside [0, {r.T}]")
         self.last = None
+        if self.fault == "commit_one_call_late":  # this commit waits for the next one; the last one runs now
+            (rows, payload), self.deferred = self.deferred or ([], []), (rows, payload)
         for i, r in enumerate(rows):
             if self._pad(r) or r.is_prefill or r.write_slot == -1:
                 continue
@@ -255,8 +272,11 @@ class NumpyReplay(Target):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fault", choices=FAULTS, default=None, help="seed one bookkeeping bug")
+    ap.add_argument("--claims", choices=("all", "nothing", "unexercisable"), default="all",
+                    help="what the example claims: everything it does (all), no op (nothing), or the mtp_verify "
+                         "fixture op at BF16 activations and state, which no committed fixture has (unexercisable)")
     args = ap.parse_args(argv)
-    return serve(NumpyReplay(args.fault))
+    return serve(NumpyReplay(args.fault, args.claims))
 
 
 if __name__ == "__main__":

@@ -32,8 +32,9 @@ def round_bf16(x: np.ndarray) -> np.ndarray:
 class Recurrence:
     """The token step of one model configuration (the `config` object of a setup)."""
 
-    def __init__(self, cfg: dict):
+    def __init__(self, cfg: dict, eps_outside_sqrt: bool = False):
         self.op = cfg["op"]
+        self.eps_outside_sqrt = eps_outside_sqrt  # the l2norm_eps_outside_sqrt fault: x / (sqrt(sum(x^2)) + eps)
         self.H, self.HV, self.K, self.V = cfg["H"], cfg["HV"], cfg["K"], cfg["V"]
         self.G = self.HV // self.H
         self.l2norm = cfg["l2norm"]
@@ -49,7 +50,8 @@ class Recurrence:
 
     def normalize(self, x: np.ndarray, mul) -> np.ndarray:
         """x [H, K] -> normalised (and multiplied by mul) rows, repeated to value heads: [HV, K]."""
-        den = np.sqrt(np.sum(x * x, axis=-1, keepdims=True, dtype=F32) + self.eps)
+        s = np.sum(x * x, axis=-1, keepdims=True, dtype=F32)
+        den = np.sqrt(s) + self.eps if self.eps_outside_sqrt else np.sqrt(s + self.eps)
         y = x * (F32(1) / den) if self.l2norm == "rsqrt_mul" else x / den
         return np.repeat(y * F32(mul), self.G, axis=0)
 

@@ -74,6 +74,10 @@ struct JudgedWork {
   long out_of_place_rows = 0, early_stops = 0, live_captures = 0;
   std::map<int, std::set<int>> accepted;         // verify width T -> accepted counts committed
   std::map<std::string, long> commands;          // command kind -> count ("admit", "step", ...)
+  // The closest a tolerance-based comparison came to its bound: the largest worst-element excess
+  // (|got - ref| / bound) over the comparisons made, and what was compared there; 0 when everything was exact.
+  double closest_excess = 0;
+  std::string closest_at;
   long real_rows() const { return verify_rows + prefill_rows; }
 };
 
@@ -143,7 +147,7 @@ class Judge {
   mutable std::optional<CompareReport> failed_;
   mutable Tolerance failed_tol_;
   std::set<Check> disabled_;
-  JudgedWork work_;
+  mutable JudgedWork work_;  // compare_values (const) records how close each comparison came to its bound
   bool scaled_ = false;         // tolerance-based judging: bounds per term scale
   TermScaleTracker scales_;
   std::vector<std::vector<double>> out_scales_;  // per layer, the last step's output term scales
