@@ -148,7 +148,7 @@ TEST_P(TierTeeth, FaultCaughtAtTier) {
     std::cout << "[teeth-tier] " << name << ": caught; "
               << (tripwire ? "a non-finite output where the oracle's is finite (NaN tripwire): beyond every budget"
                            : margin(at))
-              << "\n";
+              << "; " << o.text.substr(0, o.text.find('\n')) << "\n";  // RapidCheck's "Falsifiable after N tests"
   }
 }
 

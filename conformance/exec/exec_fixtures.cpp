@@ -55,6 +55,7 @@ json ExecFixtureResult::to_json() const {
            {"worst_ref", t.report.worst_ref},   {"worst_got", t.report.worst_got},
            {"report", t.str()}};  // the one-line verdict naming the worst element (JUnit messages)
     if (t.tier_excess >= 0) j["tier_excess"] = t.tier_excess;
+    if (!t.check.empty()) j["check"] = t.check;
     if (t.stored_excess >= 0) j["stored_excess"] = t.stored_excess;
     if (!t.shape.empty()) j["worst_coords"] = coords_of(t.report.worst_index, t.shape);
     ts.push_back(j);
@@ -235,7 +236,8 @@ void judge_trace(const std::string& command, const Fixture& f, ExecFixtureResult
   for (const auto& c : rep.commands) {
     if (c.verdict != ref::TraceCommandResult::Verdict::Fail) continue;
     ExecTensorCheck tc;
-    tc.name = "command " + std::to_string(c.index);
+    tc.name = "command " + std::to_string(c.index) + " (check: " + c.check + ")";
+    tc.check = c.check;
     tc.judged = c.tolerance;
     tc.report = c.report.value_or(CompareReport{});
     tc.report.ok = false;

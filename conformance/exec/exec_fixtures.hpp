@@ -36,6 +36,8 @@ struct ExecTensorCheck {
   std::string name;          // "out.o", "out.pool (slots no row writes)", "command 12", ...
   Tolerance judged;          // what was applied
   std::string stored;        // the fixture's own tolerance ("" when it has none for this check)
+  std::string check;         // a trace's failing check ("outputs", "pad", "state", "gap", "unchanged", "kept",
+                             // "error"; trace_replay.hpp); "" for a tensor of a static fixture (its name says it)
   CompareReport report;
   // The worst element's excess over each bound: |got - ref| / bound at the worst element, over the bound applied
   // (tier) and over the fixture's stored tolerance (negative when there is none, or it is exact or RMS-only).

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The main job's verdict levels on the NumPy example target (docs/lifecycle.md, "Verdict levels"): every seeded
+# fault of tools/python/examples/numpy_replay.py makes the default `replayssm conform --target exec:...` end NOT
+# CONFORMANT (exit 1) with the failing check named in its JSON report; the narrow modes end INCOMPLETE (exit 3)
+# listing what was not exercised: --claims nothing (no op) and --claims unexercisable (the mtp_verify fixture
+# op at a dtype pair no committed fixture has). The unmodified example's CONFORMANT run is the pytest suite's and
+# scripts/test.sh's business; this test only needs each fault's first failure (conform stops there). Skips (exit
+# 77) when no Python with NumPy is found.
+set -u
+BIN="$1"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+NAME=example_verdicts
+source "$ROOT/tools/tests/numpy_python.sh"
+EX="$ROOT/tools/python/examples/numpy_replay.py"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+fail() { echo "example_verdicts: $*" >&2; exit 1; }
+# The JSON report's named checks: a failing trace command's check, a failing fixture tensor, a campaign's check.
+checks() {
+  "$PY" - "$1" <<'PYEOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+named = []
+for t in r.get("fixtures_through_target", []):
+    for res in t["results"]:
+        for x in res.get("tensors", []):
+            if not x.get("ok", True) and "commands" != x["name"]:
+                named.append(x.get("check") or x["name"])
+for c in r.get("fuzz", []):
+    if c.get("check"):
+        named.append(c["check"])
+print(r["verdict"], " ".join(sorted(set(named))))
+PYEOF
+}
+
+faults=$("$PY" -c "import sys; sys.path[:0] = ['$ROOT/tools/python/examples', '$ROOT/tools/python']; import numpy_replay; print(' '.join(numpy_replay.FAULTS))")
+[ -n "$faults" ] || fail "no faults listed by numpy_replay.FAULTS"
+for f in $faults; do
+  "$BIN" conform --target "exec:$PY $EX --fault $f" --json "$WORK/$f.json" >"$WORK/$f.log" 2>&1; rc=$?
+  [ $rc -eq 1 ] || { tail -20 "$WORK/$f.log"; fail "--fault $f: conform exited $rc, expected 1 (NOT CONFORMANT)"; }
+  got=$(checks "$WORK/$f.json")
+  case "$got" in
+    "NOT CONFORMANT "?*) echo "$f: $got" ;;
+    *) fail "--fault $f: the report names no failing check: '$got'" ;;
+  esac
+done
+
+"$BIN" conform --target "exec:$PY $EX --claims nothing" --json "$WORK/nothing.json" >"$WORK/nothing.log" 2>&1; rc=$?
+[ $rc -eq 3 ] || { tail -20 "$WORK/nothing.log"; fail "--claims nothing: conform exited $rc, expected 3 (INCOMPLETE)"; }
+grep -q "not exercised: the target covers none of the campaigns' configurations" "$WORK/nothing.log" ||
+  fail "--claims nothing: the verdict does not say no campaign could run"
+echo "--claims nothing: INCOMPLETE"
+
+# Campaigns cut short (--no-deep, 2 cases) keep this test quick; the unmet line under test is the fixture op's.
+"$BIN" conform --target "exec:$PY $EX --claims unexercisable" --no-deep --cases 2 --json "$WORK/unex.json" \
+  >"$WORK/unex.log" 2>&1; rc=$?
+[ $rc -eq 3 ] || { tail -20 "$WORK/unex.log"; fail "--claims unexercisable: conform exited $rc, expected 3"; }
+"$PY" -c "
+import json, sys
+r = json.load(open(sys.argv[1]))
+v = r['verdicts'][0]
+assert v['verdict'] == 'INCOMPLETE', v['verdict']
+assert 'fixture op mtp_verify: none of its committed fixtures ran through the target' in v['unmet'], v['unmet']
+" "$WORK/unex.json" || fail "--claims unexercisable: the verdict does not list the unexercised fixture op"
+echo "--claims unexercisable: INCOMPLETE (fixture op mtp_verify not exercised)"
