@@ -172,6 +172,11 @@ class CudaFusedTarget : public CudaTargetBase {
     pending_ = now;
     pending_pages_ = pages;
     pending_total_ = total;
+    // A prefill chunk is committed by its step (the protocol's rule, judged between a step and its commit): its
+    // whole window is pending from now on, so the view shows it before the commit call; it still lands with the
+    // next fused launch or a standalone resolve, like a verify row's commit.
+    for (std::size_t j = 0; j < nrows && j < pending_.size(); ++j)
+      if (rows[j].row.slot != kPadSlot && rows[j].kind == RowKind::Prefill) pending_[j].accepted = rows[j].row.T;
     if (total == 0) pending_.clear();
     cur_buf_ = 1 - cur_buf_;  // the pending records live in payloads_[1 - cur_buf_]
     return out;
