@@ -15,5 +15,7 @@ $SUDO apt-get install -y -qq --no-install-recommends \
 # Python fixture kit tests (tools/python): Debian 12 refuses system-wide pip installs, so use a venv in the
 # repository (ignored by git).
 python3 -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check numpy safetensors ml_dtypes pytest
+# wheel: building the kit from a copied folder without build isolation (tests/test_version.py); pytest-xdist: the
+# pytest plugin's tests under -n.
+.venv/bin/python -m pip install -q --disable-pip-version-check numpy safetensors ml_dtypes pytest wheel pytest-xdist
 echo "dependencies installed"

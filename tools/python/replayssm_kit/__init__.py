@@ -45,6 +45,7 @@ __all__ = [
 
 from pathlib import Path as _Path
 
-# The project's one version: the repository's VERSION file (replayssm_kit/VERSION links to it; installs copy it),
+# The project's one version: the repository's VERSION file (replayssm_kit/VERSION is a copy of it, checked equal
+# by tests/test_version.py),
 # the same that `replayssm --version` prints.
 __version__ = (_Path(__file__).with_name("VERSION")).read_text(encoding="utf-8").strip()
