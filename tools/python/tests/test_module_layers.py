@@ -16,7 +16,8 @@ LAYERS = {
     "server": 4,
     "engine": 5, "replay": 5,
     "target": 6, "pytest_helper": 6,
-    "__init__": 7, "__main__": 8,
+    "pytest_plugin": 7,
+    "__init__": 8, "__main__": 9,
 }
 
 
