@@ -16,6 +16,8 @@ $SUDO apt-get install -y -qq --no-install-recommends \
 # repository (ignored by git).
 python3 -m venv .venv
 # wheel: building the kit from a copied folder without build isolation (tests/test_version.py); pytest-xdist: the
-# pytest plugin's tests under -n.
-.venv/bin/python -m pip install -q --disable-pip-version-check numpy safetensors ml_dtypes pytest wheel pytest-xdist
+# pytest plugin's tests under -n; pyyaml and check-jsonschema: the CI template's local run and its schema lint
+# (tools/tests/ci_template.py; check-jsonschema's GitHub workflow schema ships inside its wheel).
+.venv/bin/python -m pip install -q --disable-pip-version-check numpy safetensors ml_dtypes pytest wheel pytest-xdist \
+  pyyaml check-jsonschema
 echo "dependencies installed"
