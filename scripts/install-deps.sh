@@ -11,7 +11,8 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build pkg-config \
   libeigen3-dev libgtest-dev libgmock-dev librapidcheck-dev nlohmann-json3-dev libcli11-dev \
   libssl-dev \
-  python3 python3-venv clang libclang-rt-dev >/dev/null  # clang + its libFuzzer runtime: scripts/fuzz.sh
+  python3 python3-venv clang libclang-rt-dev \
+  chromium >/dev/null  # clang + its libFuzzer runtime: scripts/fuzz.sh; chromium: the HTML report's browser test
 # Python fixture kit tests (tools/python): Debian 12 refuses system-wide pip installs, so use a venv in the
 # repository (ignored by git).
 python3 -m venv .venv

@@ -1,13 +1,16 @@
 // `replayssm report merge A.json B.json ...`: the --json reports of a sharded campaign (conform or fuzz run with
 // --shard I/N, e.g. one per CI matrix job) merged into one verdict: cases summed per campaign, fixtures
 // concatenated, every failure kept with its repro; exit 1 when anything failed or a shard is missing.
+// `replayssm report html INPUT -o OUT.html`: a page to look at for a dump or a report (report_html.hpp).
 #include <fstream>
 #include <iostream>
 #include <memory>
 
 #include "commands.hpp"
+#include "replayssm/atomic_file.hpp"
 #include "replayssm/error.hpp"
 #include "report.hpp"
+#include "report_html.hpp"
 #include "verdict.hpp"
 
 namespace replayssm::cli {
@@ -71,6 +74,25 @@ void register_report(CLI::App& app) {
     if (!json_out->empty()) write_json_report(*json_out, m);
     if (!junit_out->empty()) write_junit(*junit_out, junit_suites(m));
     exit_code = fuzz::exit_status(level);
+  });
+
+  auto* html = rp->add_subcommand("html", "Write one self-contained HTML page for a fuzz failure dump or a --json report: "
+                                          "verdicts and coverage, the failing case as a timeline with the first "
+                                          "divergent command marked, the worst tensor drawn per head");
+  auto input = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  html->add_option("input", *input, "A fuzz failure dump (.safetensors) or a --json report of fuzz or conform")->required();
+  html->add_option("-o,--output", *out, "The page to write (atomically)")->required();
+  html->callback([input, out] {
+    const bool dump = input->size() > 12 && input->compare(input->size() - 12, 12, ".safetensors") == 0;
+    const nlohmann::json data = dump ? html_data_from_dump(*input) : html_data_from_report(read_report(*input));
+    write_file_atomic(*out, render_html(data), "output");
+    std::cout << "wrote " << *out;
+    if (data.contains("case")) {
+      const long d = data["case"].value("divergent", -1L);
+      std::cout << (d >= 0 ? " (first divergent command " + std::to_string(d) + ")" : std::string(" (no divergence replayed)"));
+    }
+    std::cout << "\n";
   });
 }
 

@@ -117,6 +117,7 @@ CompareReport Judge::compare_values(const std::vector<float>& ref, const std::ve
   }
   if (!rep.ok) {
     failed_ = rep;
+    failed_values_ = FailedValues{ref, got, state};
     failed_tol_ = tol;
   }
   return rep;
@@ -125,6 +126,7 @@ CompareReport Judge::compare_values(const std::vector<float>& ref, const std::ve
 std::string Judge::apply(const Cmd& c) {
   executed_.push_back(c);
   failed_.reset();
+  failed_values_.reset();
   failed_check_.reset();
   failed_call_.clear();
   const std::int32_t L = oracle_.setup().cfg.num_layers;

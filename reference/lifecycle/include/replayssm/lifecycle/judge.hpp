@@ -100,6 +100,13 @@ class Judge {
   // tables, slots, errors), with the tolerance it was judged under.
   const std::optional<CompareReport>& failed_comparison() const { return failed_; }
   const Tolerance& failed_tolerance() const { return failed_tol_; }
+  // The two tensors of that comparison (the oracle's, the implementation's; a state [HV, K, V] in the layout,
+  // or a row's outputs [T, HV, V]), for drawing it (replayssm report html).
+  struct FailedValues {
+    std::vector<float> ref, got;
+    bool state = false;
+  };
+  const std::optional<FailedValues>& failed_values() const { return failed_values_; }
   // The check that failed last and the call it judged ("step", "commit", or the command's kind); empty when
   // the last command passed or the implementation raised an error.
   const std::optional<Check>& failed_check() const { return failed_check_; }
@@ -145,6 +152,7 @@ class Judge {
   std::optional<Tier> tier_;
   std::vector<Cmd> executed_;
   mutable std::optional<CompareReport> failed_;
+  mutable std::optional<FailedValues> failed_values_;
   mutable Tolerance failed_tol_;
   std::set<Check> disabled_;
   mutable JudgedWork work_;  // compare_values (const) records how close each comparison came to its bound
