@@ -61,5 +61,10 @@ r = json.load(open(sys.argv[1]))
 v = r['verdicts'][0]
 assert v['verdict'] == 'INCOMPLETE', v['verdict']
 assert 'fixture op mtp_verify: none of its committed fixtures ran through the target' in v['unmet'], v['unmet']
-" "$WORK/unex.json" || fail "--claims unexercisable: the verdict does not list the unexercised fixture op"
+# Its campaigns ran at the BF16 state and activations it claims (not refused at the presets' F32 state).
+camps = r['fuzz']
+assert camps and all(c['covered'] and c['cases_passed'] > 0 for c in camps), camps
+m = v['coverage']['matrix']
+assert set(m['state_dtype']) == {'BF16'} and set(m['act_dtype']) == {'BF16'}, (m['state_dtype'], m['act_dtype'])
+" "$WORK/unex.json" || fail "--claims unexercisable: the verdict does not list the unexercised fixture op, or its campaigns did not run at BF16"
 echo "--claims unexercisable: INCOMPLETE (fixture op mtp_verify not exercised)"
