@@ -33,8 +33,13 @@ print(r["verdict"], " ".join(sorted(set(named))))
 PYEOF
 }
 
+# $3: the faults to run ("all", the default: every one the example lists).
 faults=$("$PY" -c "import sys; sys.path[:0] = ['$ROOT/tools/python/examples', '$ROOT/tools/python']; import numpy_replay; print(' '.join(numpy_replay.FAULTS))")
 [ -n "$faults" ] || fail "no faults listed by numpy_replay.FAULTS"
+if [ -n "${3:-}" ] && [ "$3" != all ]; then
+  for f in $3; do case " $faults " in *" $f "*) ;; *) fail "'$f' is not a fault of numpy_replay.py" ;; esac; done
+  faults="$3"
+fi
 for f in $faults; do
   "$BIN" conform --target "exec:$PY $EX --fault $f" --json "$WORK/$f.json" >"$WORK/$f.log" 2>&1; rc=$?
   [ $rc -eq 1 ] || { tail -20 "$WORK/$f.log"; fail "--fault $f: conform exited $rc, expected 1 (NOT CONFORMANT)"; }
