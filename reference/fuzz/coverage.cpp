@@ -281,7 +281,7 @@ std::string matrix_text(const Coverage& c) {
   }
   os << "  (value cases/rows; full depth: ";
   if (c.full_depth.empty()) os << "none";
-  for (const auto& o : c.full_depth) os << o << " ";
+  for (auto it = c.full_depth.begin(); it != c.full_depth.end(); ++it) os << (it == c.full_depth.begin() ? "" : " ") << *it;
   os << ")\n";
   if (c.work.closest_excess > 0)
     os << "  closest to the tier bound: " << c.work.closest_excess << "x the bound at the worst element, in "

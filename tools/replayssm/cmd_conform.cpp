@@ -215,6 +215,8 @@ void register_conform(CLI::App& app) {
     if (stopped && !*keep_going) std::cout << "== campaigns skipped: the fixtures already failed (--keep-going runs them)\n";
     auto run = [&](const FuzzArgs& args, const std::string& t) {
       if (stopped && !*keep_going) return;
+      std::cout << "-- " << t << ": preset " << args.preset << (args.dims.empty() ? "" : " at H,HV,K,V = " + args.dims)
+                << ", " << args.cases << " cases of up to " << args.max_commands << " commands\n";
       const auto r = fuzz::run_fuzz(options_for(args, t), progress_stream());
       print_report(r, args);
       camps.push_back(campaign_record(r, args));
