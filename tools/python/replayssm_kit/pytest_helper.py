@@ -94,13 +94,16 @@ def assert_trace_passes(trace, target, tier=None):
 
 # --- judging an implementation in its own process through `replayssm fuzz` ---------------------------------
 def find_cli():
-    """The replayssm CLI: $REPLAYSSM_CLI when set, else `replayssm` on PATH, else None."""
+    """The replayssm CLI: $REPLAYSSM_CLI when set, else `replayssm` on PATH, else the one `pip install .` put next
+    to this interpreter (sys.prefix/bin), else None."""
     import shutil
+    import sys
 
     given = os.environ.get("REPLAYSSM_CLI")
     if given:
         return shutil.which(given) or given  # a bare name is looked up on PATH
-    return shutil.which("replayssm")
+    installed = os.path.join(sys.prefix, "bin", "replayssm")
+    return shutil.which("replayssm") or (installed if os.access(installed, os.X_OK) else None)
 
 
 def _shrunk_commands(counterexample: str) -> str:

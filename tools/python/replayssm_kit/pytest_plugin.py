@@ -71,14 +71,6 @@ def _fixture_dir(config) -> str | None:
     return None
 
 
-def _cli() -> str | None:
-    cli = find_cli()
-    if cli:
-        return cli
-    installed = os.path.join(sys.prefix, "bin", "replayssm")  # `pip install .` puts the CLI next to the kit
-    return installed if os.access(installed, os.X_OK) else None
-
-
 class ReplayssmFailure(Exception):
     """A failed judgement; its text is the whole report (repr_failure prints it without a traceback)."""
 
@@ -91,7 +83,7 @@ class FixtureItem(pytest.Item):
         self.fixture_path, self.command = path, command
 
     def runtest(self):
-        cli = _cli()
+        cli = find_cli()
         if not cli:
             pytest.skip("replayssm CLI not found: set REPLAYSSM_CLI, put replayssm on PATH or pip install .")
         with tempfile.TemporaryDirectory(prefix="replayssm-check-") as tmp:
@@ -133,9 +125,8 @@ class CampaignItem(pytest.Item):
         self.max_commands = max_commands
 
     def runtest(self):
-        if not _cli():
+        if not find_cli():
             pytest.skip("replayssm CLI not found: set REPLAYSSM_CLI, put replayssm on PATH or pip install .")
-        os.environ.setdefault("REPLAYSSM_CLI", _cli())
         # fuzz_target fails with the reason, the shrunk commands, the dump and the replay line, skips what is not
         # covered, and (complete=False) only warns on INCOMPLETE, which is decided here.
         import warnings

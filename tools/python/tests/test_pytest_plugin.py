@@ -10,19 +10,14 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import FIXTURES, HERE, REPO
-from replayssm_kit.pytest_helper import find_cli
+from conftest import repo_cli, FIXTURES, HERE, REPO
 
 KIT = os.path.dirname(HERE)
 EXAMPLE = os.path.join(KIT, "examples", "numpy_replay.py")
 
 
 def cli():
-    built = os.path.join(REPO, "build", "tools", "replayssm")
-    found = os.environ.get("REPLAYSSM_CLI") or (built if os.access(built, os.X_OK) else find_cli())
-    if not found:
-        pytest.skip("replayssm CLI not found: set REPLAYSSM_CLI, put replayssm on PATH or build this checkout")
-    return found
+    return repo_cli()
 
 
 def run_pytest(tmp_path, *args, plugin=True, env_extra=None):

@@ -11,16 +11,11 @@ import subprocess
 
 import pytest
 
-from conftest import REPO
-from replayssm_kit.pytest_helper import find_cli
+from conftest import repo_cli, REPO
 
 
 def cli():
-    built = os.path.join(REPO, "build", "tools", "replayssm")
-    found = os.environ.get("REPLAYSSM_CLI") or (built if os.access(built, os.X_OK) else find_cli())
-    if not found:
-        pytest.skip("replayssm CLI not found: set REPLAYSSM_CLI, put replayssm on PATH or build this checkout")
-    return found
+    return repo_cli()
 
 
 def chromium():
