@@ -253,3 +253,22 @@ TEST(ExecAnswers, ConvPoolMirrorNeedsTheValuesOfEveryChangedSlot) {
   EXPECT_EQ(field_of([&] { m.valid(1); }), "<no error>");
   EXPECT_EQ(field_of([&] { m.valid(s.cfg.num_layers); }), "layer");
 }
+
+// l2norm forms by formula and the forms beyond rsqrt_mul / div_sqrt are protocol 1.6: an implementation answering
+// 1.5 may not claim them (named error), one answering 1.6 may, by name or by formula.
+TEST(ExecAnswers, L2normFormulasNeedProtocol16) {
+  auto h = hello();
+  h["capabilities"] = {{"l2norms", {"rsqrt_mul", "x / (sqrt(sum(x^2)) + eps)"}}};
+  h["version"] = {1, 5};
+  EXPECT_EQ(field_of([&] { (void)exec::parse_hello_answer(h); }), "target.hello.capabilities.l2norms");
+  h["version"] = {1, 6};
+  const auto c = exec::parse_hello_answer(h);
+  ASSERT_EQ(c.l2norms.size(), 2u);
+  EXPECT_EQ(c.l2norms[1], L2Norm::DivNormPlusEps);
+  h["capabilities"] = {{"l2norms", {"x / sqrt(sum(x^2) + eps)"}}};  // a 1.5 form by its formula
+  h["version"] = {1, 5};
+  EXPECT_EQ(exec::parse_hello_answer(h).l2norms.at(0), L2Norm::DivSqrt);
+  h["capabilities"] = {{"l2norms", {"x / (sum(x^2) + eps)"}}};  // no such form
+  h["version"] = {1, 6};
+  EXPECT_EQ(field_of([&] { (void)exec::parse_hello_answer(h); }), "target.hello.capabilities.l2norms");
+}

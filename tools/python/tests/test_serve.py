@@ -411,3 +411,18 @@ def test_a_graph_tail_must_follow_live_rows_and_match_live_rows():
 def test_an_unknown_pad_convention_is_refused_by_name():
     a = session(Fake(), HELLO, _setup_with("zero"))
     assert a[1].msg["error"]["field"] == "setup.pad_convention"
+
+
+def test_l2norm_forms_of_1_6_are_left_out_for_an_older_judge():
+    """A judge before 1.6 knows only rsqrt_mul, div_sqrt and none: the kit leaves the other claims out for it, and
+    passes them unchanged to a 1.6 judge."""
+    formula = "x / (sqrt(sum(x^2)) + eps)"
+
+    class Forms(Fake):
+        def capabilities(self):
+            return {"l2norms": ["rsqrt_mul", formula, "div_max_norm_eps"]}
+
+    old = session(Forms(), {**HELLO, "version": [1, 5]}, {"op": "shutdown"})
+    assert old[0].msg["ok"] and old[0].msg["capabilities"]["l2norms"] == ["rsqrt_mul"]
+    new = session(Forms(), {**HELLO, "version": [1, 6]}, {"op": "shutdown"})
+    assert new[0].msg["capabilities"]["l2norms"] == ["rsqrt_mul", formula, "div_max_norm_eps"]
