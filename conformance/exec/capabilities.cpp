@@ -84,6 +84,7 @@ Capabilities Capabilities::from_json(const json& j) {
   c.out_of_place_commit = bool_of(j, "out_of_place_commit", c.out_of_place_commit);
   c.capture = bool_of(j, "capture", c.capture);
   c.conv_state = bool_of(j, "conv_state", c.conv_state);
+  if (j.contains("step_mix")) c.step_mix = ref::StepMix::from_json(j.at("step_mix"), p + "step_mix");
   c.round_beta_to_act = bool_of(j, "round_beta_to_act", c.round_beta_to_act);
   c.copy_slot = bool_of(j, "copy_slot", c.copy_slot);
   c.bit_exact = bool_of(j, "bit_exact", c.bit_exact);
@@ -119,7 +120,8 @@ json Capabilities::to_json() const {
               {"pad_outputs_zero", pad_outputs_zero}, {"design", design},
               {"fixture_ops", fixture_ops},      {"pad_conventions", names(pad_conventions)},
               {"graph_padding", graph_padding},  {"out_of_place_commit", out_of_place_commit},
-              {"capture", capture},              {"conv_state", conv_state}};
+              {"capture", capture},              {"conv_state", conv_state},
+              {"step_mix", step_mix.to_json()}};
 }
 
 std::string Capabilities::unsupported(const ModelConfig& cfg, int max_T_wanted) const {

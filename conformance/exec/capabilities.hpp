@@ -21,7 +21,8 @@ namespace replayssm::exec {
 // 1.5 added the lifecycle's conv component (the `conv_state` capability; exec_conv.hpp).
 // 1.6 added l2norm forms named by their formula (and the forms div_norm_plus_eps, div_max_norm_eps) in `l2norms`,
 //     and the value "checkpoint" of setup.gates.
-inline constexpr int kProtocolMajor = 1, kProtocolMinor = 6;
+// 1.7 added the `step_mix` capability and setup key (what one step may mix: one width, prefill apart).
+inline constexpr int kProtocolMajor = 1, kProtocolMinor = 7;
 // The protocol minor version that added the `capture` command; an implementation answering less is never sent it.
 inline constexpr int kCaptureMinor = 4;
 // The protocol minor version that added the conv component (`conv_state`); an implementation answering less is
@@ -30,6 +31,9 @@ inline constexpr int kConvStateMinor = 5;
 // The protocol minor version that added l2norm forms by formula and the forms beyond rsqrt_mul, div_sqrt and none;
 // an implementation answering less may not claim them, and its setups say "realistic" for checkpoint cases.
 inline constexpr int kL2normFormulaMinor = 6;
+// The protocol minor version that added `step_mix`; an implementation answering less is sent mixed steps whatever
+// it claims (and is never sent setup.step_mix).
+inline constexpr int kStepMixMinor = 7;
 inline constexpr const char* kProtocolName = "replayssm.target";
 
 // What an implementation says it can do (the "capabilities" object of its hello answer).
@@ -68,6 +72,10 @@ struct Capabilities {
   // conv_committed_state, conv_pool). Only honoured for an implementation answering 1.5 or later.
   bool conv_state = false;
   bool conv_states() const { return conv_state && protocol_minor >= kConvStateMinor; }
+  // Protocol 1.7: what one step may mix (ref::StepMix). Only honoured for an implementation answering 1.7 or
+  // later (step_mixes()).
+  ref::StepMix step_mix;
+  ref::StepMix step_mixes() const { return protocol_minor >= kStepMixMinor ? step_mix : ref::StepMix{}; }
 
   // Reads the hello answer's "capabilities" object; Error("target.hello.capabilities.<key>").
   static Capabilities from_json(const nlohmann::json& j);

@@ -85,6 +85,7 @@ class ExecTarget : public ref::Target {
   bool graph_padding() const override { return conn_->caps().graph_padding; }
   bool out_of_place_commit() const override { return conn_->caps().out_of_place_commit; }
   bool captures() const override { return conn_->caps().captures(); }
+  ref::StepMix step_mix() const override { return conn_->caps().step_mixes(); }
   void capture(std::int32_t rows, std::int32_t T) override {
     require(conn_->caps().captures(), "target.capture",
             conn_->caps().capture ? "the target speaks a protocol before 1.4, which has no capture command"
@@ -115,6 +116,8 @@ class ExecTarget : public ref::Target {
     const std::string why = conn_->caps().unsupported(s.cfg, s.max_T);
     require(why.empty(), "target.setup", why);
     require(!s.conv || conv_state(), "target.setup.conv", "the target does not keep conv windows (conv_state, 1.5)");
+    require(s.step_mix.any() || conn_->caps().protocol_minor >= kStepMixMinor, "target.setup.step_mix",
+            "the target speaks a protocol before 1.7, which has no step_mix");
     s_ = s;
     stride_ = s.pool_geometry().stride(s.cfg);
     Frame f;

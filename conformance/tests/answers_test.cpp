@@ -272,3 +272,24 @@ TEST(ExecAnswers, L2normFormulasNeedProtocol16) {
   h["version"] = {1, 6};
   EXPECT_EQ(field_of([&] { (void)exec::parse_hello_answer(h); }), "target.hello.capabilities.l2norms");
 }
+
+// step_mix is protocol 1.7: parsed strictly whatever the version (a malformed claim names its field), honoured
+// only from an implementation answering 1.7 (an older one is sent steps of any mix).
+TEST(ExecAnswers, StepMixIsHonouredOnlyFrom1_7) {
+  auto h = hello();
+  h["capabilities"] = {{"step_mix", {{"one_width", true}}}};
+  h["version"] = {1, 6};
+  auto c = exec::parse_hello_answer(h);
+  EXPECT_TRUE(c.step_mix.one_width);
+  EXPECT_TRUE(c.step_mixes().any());
+  h["version"] = {1, 7};
+  c = exec::parse_hello_answer(h);
+  EXPECT_TRUE(c.step_mixes().one_width);
+  EXPECT_FALSE(c.step_mixes().prefill_apart);
+  h["capabilities"] = {{"step_mix", {{"one_width", "yes"}}}};
+  EXPECT_EQ(field_of([&] { (void)exec::parse_hello_answer(h); }), "target.hello.capabilities.step_mix.one_width");
+  h["capabilities"] = {{"step_mix", {{"widths", true}}}};
+  EXPECT_EQ(field_of([&] { (void)exec::parse_hello_answer(h); }), "target.hello.capabilities.step_mix.widths");
+  h["capabilities"] = {{"step_mix", true}};
+  EXPECT_EQ(field_of([&] { (void)exec::parse_hello_answer(h); }), "target.hello.capabilities.step_mix");
+}

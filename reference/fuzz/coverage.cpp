@@ -44,6 +44,8 @@ void Coverage::add_case(const ref::EngineSetup& s, const ref::JudgedWork& w) {
   work.out_of_place_rows += w.out_of_place_rows;
   work.early_stops += w.early_stops;
   work.live_captures += w.live_captures;
+  work.mixed_width_steps += w.mixed_width_steps;
+  work.prefill_verify_steps += w.prefill_verify_steps;
   for (const auto& [T, ns] : w.accepted) work.accepted[T].insert(ns.begin(), ns.end());
   for (const auto& [k, n] : w.commands) work.commands[k] += n;
   if (w.closest_excess > work.closest_excess) {
@@ -68,6 +70,8 @@ void Coverage::merge(const Coverage& o) {
   work.out_of_place_rows += o.work.out_of_place_rows;
   work.early_stops += o.work.early_stops;
   work.live_captures += o.work.live_captures;
+  work.mixed_width_steps += o.work.mixed_width_steps;
+  work.prefill_verify_steps += o.work.prefill_verify_steps;
   for (const auto& [T, ns] : o.work.accepted) work.accepted[T].insert(ns.begin(), ns.end());
   for (const auto& [k, n] : o.work.commands) work.commands[k] += n;
   if (o.work.closest_excess > work.closest_excess) {
@@ -89,6 +93,7 @@ json Coverage::to_json() const {
                         {"graph_stale_tail", work.stale_tail_rows}, {"graph_pad_tail", work.pad_tail_rows},
                         {"out_of_place", work.out_of_place_rows}}},
               {"events", {{"early_stops", work.early_stops}, {"live_captures", work.live_captures}}},
+              {"steps", {{"mixed_widths", work.mixed_width_steps}, {"prefill_beside_verify", work.prefill_verify_steps}}},
               {"accepted", acc},
               {"commands", work.commands},
               {"closest_to_bound", {{"excess", work.closest_excess}, {"at", work.closest_at}}},
@@ -115,6 +120,10 @@ Coverage Coverage::from_json(const json& j, const std::string& field) {
       for (const auto& n : ns) c.work.accepted[std::stoi(T)].insert(n.get<int>());
     for (const auto& [k, n] : j.at("commands").items()) c.work.commands[k] = n.get<long>();
     for (const auto& o : j.at("full_depth")) c.full_depth.insert(o.get<std::string>());
+    if (j.contains("steps")) {  // absent in reports written before protocol 1.7
+      c.work.mixed_width_steps = j.at("steps").at("mixed_widths").get<long>();
+      c.work.prefill_verify_steps = j.at("steps").at("prefill_beside_verify").get<long>();
+    }
     if (j.contains("closest_to_bound")) {  // absent in reports written before it was recorded
       c.work.closest_excess = j.at("closest_to_bound").at("excess").get<double>();
       c.work.closest_at = j.at("closest_to_bound").at("at").get<std::string>();
@@ -151,6 +160,7 @@ std::vector<std::string> unmet(const std::vector<Claim>& claims, const Coverage&
   std::vector<std::string> out;
   int max_T = 0;
   bool copy = false, graph = false, oop = false, capture = false, conv = false;
+  bool mixes_widths = false, mixes_kinds = false;  // some claim lets one step mix them
   for (const auto& cl : claims) {
     const auto& e = cl.envelope;
     if (!e.covered()) continue;
@@ -174,6 +184,8 @@ std::vector<std::string> unmet(const std::vector<Claim>& claims, const Coverage&
     oop = oop || e.out_of_place;
     capture = capture || e.capture;
     conv = conv || e.conv;
+    mixes_widths = mixes_widths || !e.step_mix.one_width;
+    mixes_kinds = mixes_kinds || !e.step_mix.prefill_apart;
   }
   if (max_T == 0) return out;
   // Widths: every one up to 16 verified; up to exhaustive_accepted_up_to every accepted count, up to 16 the
@@ -238,6 +250,10 @@ std::vector<std::string> unmet(const std::vector<Claim>& claims, const Coverage&
   if (c.work.prefill_rows == 0) out.push_back("prefill rows: none");
   if (c.work.pad_rows == 0) out.push_back("PAD rows: none");
   if (c.work.early_stops == 0) out.push_back("early stops: none");
+  if (mixes_widths && max_T > 1 && c.work.mixed_width_steps == 0)
+    out.push_back("step mix: no step mixed widths (the target's step_mix allows it)");
+  if (mixes_kinds && c.work.prefill_verify_steps == 0)
+    out.push_back("step mix: no step put prefill chunks beside verify rows (the target's step_mix allows it)");
   if (graph && c.work.stale_tail_rows == 0) out.push_back("graph padding: no stale graph tail row");
   if (graph && c.work.pad_tail_rows == 0) out.push_back("graph padding: no PAD graph tail row");
   if (oop && c.work.out_of_place_rows == 0) out.push_back("out-of-place commits: none");
@@ -270,7 +286,8 @@ std::string matrix_text(const Coverage& c) {
   os << "coverage: " << c.cases << " cases; rows verify " << c.work.verify_rows << ", prefill " << c.work.prefill_rows
      << ", PAD " << c.work.pad_rows << " (graph tail stale " << c.work.stale_tail_rows << ", PAD "
      << c.work.pad_tail_rows << "), out of place " << c.work.out_of_place_rows << "; early stops " << c.work.early_stops
-     << ", live captures " << c.work.live_captures << "\n";
+     << ", live captures " << c.work.live_captures << "; steps mixing widths " << c.work.mixed_width_steps
+     << ", prefill beside verify " << c.work.prefill_verify_steps << "\n";
   os << "  commands:";
   for (const auto& [k, n] : c.work.commands) os << " " << k << " " << n;
   os << "\n";

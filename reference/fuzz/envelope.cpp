@@ -47,7 +47,7 @@ nlohmann::json Envelope::to_json() const {
                         {"max_T", max_T},                    {"pad_conventions", names(pad_conventions)},
                         {"copy_slot", copy},                 {"graph_padding", graph_padding},
                         {"out_of_place_commit", out_of_place}, {"capture", capture},
-                        {"conv_state", conv}};
+                        {"conv_state", conv},                {"step_mix", step_mix.to_json()}};
 }
 
 Envelope Envelope::from_json(const nlohmann::json& j, const std::string& field) {
@@ -88,6 +88,7 @@ Envelope Envelope::from_json(const nlohmann::json& j, const std::string& field) 
   e.out_of_place = flag("out_of_place_commit");
   e.capture = flag("capture");
   e.conv = flag("conv_state");
+  if (j.contains("step_mix")) e.step_mix = ref::StepMix::from_json(j.at("step_mix"), field + ".step_mix");  // from 1.7
   return e;
 }
 
@@ -112,6 +113,7 @@ Envelope probe_envelope(const ref::Target& t, const ModelConfig& base, int max_T
   e.out_of_place = t.out_of_place_commit();
   e.capture = t.captures();
   e.conv = t.conv_state();
+  e.step_mix = t.step_mix();
   return e;
 }
 

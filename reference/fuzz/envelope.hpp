@@ -26,6 +26,7 @@ struct Envelope {
   int max_T = 0;                     // the widest window covered (0: the base configuration is not covered)
   std::vector<ref::PadConvention> pad_conventions;
   bool copy = false, graph_padding = false, out_of_place = false, capture = false, conv = false;
+  ref::StepMix step_mix;             // what one step may mix (Target::step_mix)
   bool covered() const { return max_T > 0; }
   nlohmann::json to_json() const;
   // Reads to_json's form (a report being merged); Error("<field>.<key>") for a malformed one.

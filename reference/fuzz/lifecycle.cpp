@@ -167,10 +167,33 @@ struct Step : LifecycleCommand {
   explicit Step(const LifecycleModel& m) {
     c.kind = Cmd::Kind::Step;
     auto running = m.with_status(Status::Running);
+    // A narrowed step mix (StepMix): one width W for every row, drawn as a row's own width is (a prefilling
+    // request joins only with a chunk of exactly W tokens), and a step of prefill chunks or of verify rows.
+    // The default mix makes none of these draws, so its sequences are the ones it always made.
+    int width = 0, prefill_step = -1;  // prefill_step: -1 both kinds, 0 verify rows only, 1 prefill chunks only
+    std::vector<std::int32_t> prefilling;
+    bool verifying = false;
+    for (auto id : running) {
+      if (m.reqs.at(id).pending > 0) prefilling.push_back(id);
+      else verifying = true;
+    }
+    if (m.step_mix.one_width) width = *rc::gen::oneOf(uniform<int>(1, m.max_T + 1), verify_width(m.max_T));
+    // A coin only when both kinds are running (no step is left empty for it), weighted 2:1 toward verify steps,
+    // which hold the widths and accepted counts a verdict asks for.
+    if (m.step_mix.prefill_apart)
+      prefill_step = !prefilling.empty() && verifying ? (*uniform<int>(0, 3) == 0 ? 1 : 0) : prefilling.empty() ? 0 : 1;
+    // One width and requests prefilling: a prefill step (and half the mixed ones) is no wider than what one
+    // drawn prefilling request has left, so that it takes its chunk and prompts do not wait for a narrow step.
+    if (width > 0 && prefill_step != 0 && !prefilling.empty() && (prefill_step == 1 || *uniform<int>(0, 2) == 0))
+      width = std::min(width, m.reqs.at(pick(prefilling)).pending);
     // Random subset in random order (row order is independent of slot order and of request age).
     std::vector<std::pair<std::uint32_t, std::int32_t>> keyed;
-    for (auto id : running)
+    for (auto id : running) {
+      const std::int32_t pending = m.reqs.at(id).pending;
+      if (prefill_step >= 0 && (pending > 0) != (prefill_step == 1)) continue;
+      if (width > 0 && pending > 0 && pending < width) continue;
       if (*uniform<int>(0, 4) != 0) keyed.emplace_back(*rc::gen::resize(100, rc::gen::arbitrary<std::uint32_t>()), id);
+    }
     std::sort(keyed.begin(), keyed.end());
     for (const auto& [k, id] : keyed) {
       RowSpec r;
@@ -178,7 +201,7 @@ struct Step : LifecycleCommand {
       // Windows: any width up to max_T, or one of the verify widths engines ship (1 + num_draft: 2, 4, 5, 8,
       // 12) that fits, so that wide windows stay frequent when max_T is large; every row draws its own, so one
       // batch mixes widths.
-      r.T = *rc::gen::oneOf(uniform<int>(1, m.max_T + 1), verify_width(m.max_T));
+      r.T = width > 0 ? width : *rc::gen::oneOf(uniform<int>(1, m.max_T + 1), verify_width(m.max_T));
       // Accepted lengths: the edges 0 and T are where engines break, so they get extra weight.
       r.accepted = *rc::gen::oneOf(rc::gen::just(0), rc::gen::just(r.T), uniform<int>(0, r.T + 1));
       if (r.accepted > 0 && *uniform<int>(0, 8) == 0) r.stop_at = *uniform<int>(1, r.accepted + 1);
@@ -196,10 +219,12 @@ struct Step : LifecycleCommand {
       }
       c.rows.push_back(r);
     }
-    const int pads = *uniform<int>(0, 3);
+    // Under prefill_apart a prefill step runs eager and unpadded.
+    const bool unpadded = m.step_mix.prefill_apart && prefills(m, c);
+    const int pads = unpadded ? 0 : *uniform<int>(0, 3);
     for (int i = 0; i < pads; ++i) c.pad_at.push_back(*uniform<int>(0, static_cast<int>(c.rows.size()) + 1));
     RC_PRE(!c.rows.empty() || !c.pad_at.empty());  // an all-padding batch is a case; an empty one is not
-    if (m.graph && *uniform<int>(0, 2) != 0) {  // shrinks toward an eager step
+    if (m.graph && !unpadded && *uniform<int>(0, 2) != 0) {  // shrinks toward an eager step
       // A captured batch: one of the captured sizes (powers of two, and the capacity) that holds the live
       // rows; its tail is mostly what earlier captured steps left in the index buffer.
       const auto live = static_cast<std::int32_t>(c.rows.size() + c.pad_at.size());
@@ -218,6 +243,27 @@ struct Step : LifecycleCommand {
       RC_PRE(it != m.reqs.end() && it->second.status == Status::Running);
       RC_PRE(r.to_slot < 0 || (it->second.pending == 0 && contains(m.free_slots(), r.to_slot)));
     }
+    RC_PRE(within_mix(m, c));  // a shrunk sequence may leave other chunks pending
+  }
+  // Whether a prefilling request is in the step.
+  static bool prefills(const LifecycleModel& m, const Cmd& c) {
+    for (const auto& r : c.rows)
+      if (m.reqs.at(r.req).pending > 0) return true;
+    return false;
+  }
+  // The step mixes no more than m.step_mix allows (the rule ref::Engine::step_width enforces).
+  static bool within_mix(const LifecycleModel& m, const Cmd& c) {
+    std::int32_t width = 0;
+    bool prefill = false, verify = false;
+    for (const auto& r : c.rows) {
+      const std::int32_t pending = m.reqs.at(r.req).pending;
+      const std::int32_t T = pending > 0 ? std::min(std::max(r.T, 1), pending) : r.T;
+      if (m.step_mix.one_width && width > 0 && T != width) return false;
+      width = T;
+      (pending > 0 ? prefill : verify) = true;
+    }
+    if (m.step_mix.prefill_apart && prefill && (verify || !c.pad_at.empty() || c.graph > 0)) return false;
+    return true;
   }
 };
 
@@ -335,8 +381,14 @@ rc::state::Commands<Base> with_captures(const rc::state::Commands<Base>& cmds, s
   return out;
 }
 
-// The stateful generator of every campaign: the abstract model's valid commands with these weights.
+// The stateful generator of every campaign: the abstract model's valid commands with these weights. A narrowed
+// step mix puts fewer rows in a step (one width, one kind), so its steps weigh twice as much: its cases then
+// verify about as many rows as the default mix's.
 rc::Gen<rc::state::Commands<Base>> command_gen(const LifecycleModel& m0) {
+  if (!m0.step_mix.any())
+    return rc::state::gen::commands(
+        m0, rc::state::gen::execOneOfWithArgs<Admit, Admit, Step, Step, Step, Step, Step, Step, Step, Step, Step,
+                                              Step, Step, Step, Finish, Continue, Copy, Preempt, Resume>());
   return rc::state::gen::commands(m0, rc::state::gen::execOneOfWithArgs<Admit, Admit, Step, Step, Step, Step, Step,
                                                                           Step, Finish, Continue, Copy, Preempt, Resume>());
 }
@@ -345,8 +397,9 @@ rc::Gen<rc::state::Commands<Base>> command_gen(const LifecycleModel& m0) {
 
 std::vector<ref::Cmd> generate_commands(std::int32_t num_slots, std::int32_t max_T, bool allow_copy,
                                         std::uint64_t seed, int size, bool out_of_place, std::int32_t reserved_slot,
-                                        std::int32_t graph_rows) {
+                                        std::int32_t graph_rows, ref::StepMix step_mix) {
   LifecycleModel m0;
+  m0.step_mix = step_mix;
   m0.out_of_place = out_of_place;
   m0.reserved_slot = reserved_slot;
   m0.graph = graph_rows > 0;
@@ -375,6 +428,7 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
     out_of_place = probe->out_of_place_commit();  // traces record out-of-place commits too
     if (!probe->conv_state()) s.conv.reset();      // the conv component: only on a target that keeps conv windows
     captures = probe->captures();
+    s.step_mix = probe->step_mix();
   }
   LifecycleModel m0;
   m0.num_slots = s.num_slots;
@@ -383,6 +437,7 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
   m0.graph = graph;
   m0.max_rows = s.max_rows();
   m0.out_of_place = out_of_place;
+  m0.step_mix = s.step_mix;
   if (judging.failed_setup) *judging.failed_setup = s;
   if (judging.ran_setup) *judging.ran_setup = s;
   LifecycleSut sut{ref::Judge(s, target, fault, judging.tier, judging.disabled), {}};

@@ -39,6 +39,7 @@ struct LifecycleModel {
   bool graph = false;               // steps may run as captured batches (Target::graph_padding)
   std::int32_t max_rows = 0;        // capacity of a captured batch (EngineSetup::max_rows)
   bool out_of_place = false;        // verify rows may commit into another slot (Target::out_of_place_commit)
+  ref::StepMix step_mix;            // what one step may mix (Target::step_mix; EngineSetup::step_mix)
   std::int32_t next_id = 0;
   std::map<std::int32_t, ModelRequest> reqs;
   std::vector<std::int32_t> free_slots() const;
@@ -91,10 +92,12 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
 // out_of_place: a quarter of the verify rows commit into a free slot (as for a target claiming
 // out_of_place_commit). reserved_slot: a slot never allocated (the null_block or pad_slot convention's
 // EngineSetup::reserved_slot(), -1 for none). graph_rows > 0: steps may run as captured batches of up to that many
-// rows with a stale or PAD tail (as for a target claiming graph_padding; EngineSetup::max_rows()).
+// rows with a stale or PAD tail (as for a target claiming graph_padding; EngineSetup::max_rows()). step_mix: only
+// steps that mix no more than it allows (a target's Target::step_mix); the default mix draws exactly as before.
 std::vector<ref::Cmd> generate_commands(std::int32_t num_slots, std::int32_t max_T, bool allow_copy,
                                         std::uint64_t seed, int size, bool out_of_place = false,
-                                        std::int32_t reserved_slot = -1, std::int32_t graph_rows = 0);
+                                        std::int32_t reserved_slot = -1, std::int32_t graph_rows = 0,
+                                        ref::StepMix step_mix = {});
 
 // Replays a recorded command sequence on a fresh judge, with the bookkeeping model checked after every
 // command as in check_lifecycle; returns the first disagreement or "".

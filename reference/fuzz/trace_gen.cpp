@@ -57,9 +57,10 @@ ref::Trace make_set_trace(const TraceSetOptions& o, int j) {
   const std::uint64_t case_seed = derive_seed(o.seed, static_cast<std::uint64_t>(j) + 1);
   auto setup = ref::make_setup(o.cfg, case_seed, o.num_slots, o.max_T, o.gates);
   setup.pad_convention = o.pad_convention;
+  setup.step_mix = o.step_mix;
   setup.validate();
   auto cmds = generate_commands(o.num_slots, o.max_T, true, case_seed, o.max_commands, o.out_of_place,
-                                setup.reserved_slot(), o.graph_padding ? setup.max_rows() : 0);
+                                setup.reserved_slot(), o.graph_padding ? setup.max_rows() : 0, o.step_mix);
   if (o.captures) cmds = with_captures_after_steps(cmds, setup, derive_seed(case_seed, kCaptureStream));
   const std::string source = "replayssm fixtures generate --traces --preset " + o.cfg.name + " --seed " +
                              std::to_string(o.seed) + " --max-commands " + std::to_string(o.max_commands) +
@@ -69,7 +70,9 @@ ref::Trace make_set_trace(const TraceSetOptions& o, int j) {
                              (o.pad_convention == ref::PadConvention::MinusOne
                                   ? ""
                                   : " --pad-convention " + ref::to_string(o.pad_convention)) +
-                             (o.graph_padding ? " --graph-padding" : "") + (o.captures ? " --captures" : "") + (o.name == "trace" ? "" : " --name " + o.name) +
+                             (o.graph_padding ? " --graph-padding" : "") + (o.captures ? " --captures" : "") +
+                             (o.step_mix.any() ? "" : " --step-mix " + o.step_mix.str()) +
+                             (o.name == "trace" ? "" : " --name " + o.name) +
                              " (candidate " + std::to_string(j) + ")";
   return ref::record_trace(setup, cmds, case_seed, source);
 }

@@ -26,6 +26,7 @@ struct TraceSetOptions {
   ref::PadConvention pad_convention = ref::PadConvention::MinusOne;  // the slot PAD rows carry (trace 1.1 if not -1)
   bool graph_padding = false;  // half the steps run as captured batches with a stale or PAD tail (trace 1.1)
   bool captures = false;  // half the lifecycle steps are followed by a capture of a new CUDA-graph bucket (trace 1.2)
+  ref::StepMix step_mix;  // what one step may mix (the setup's step_mix: traces a narrowed target can replay)
   std::string name = "trace";  // file names <cfg.name>__<name>__<i>: a hazard's set is named for its hazard
 };
 

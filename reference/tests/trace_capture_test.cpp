@@ -101,16 +101,23 @@ TEST(TraceCapture, VersionIs1_2ExactlyWhenATraceHoldsACaptureAndOtherTracesKeepT
   ASSERT_EQ(paths.size(), 1u);
   EXPECT_TRUE(bytes(paths[0]) == bytes(kCapture)) << "regenerate with: replayssm fixtures generate --traces --preset "
                                                  "tiny-gdn --captures --name capture_while_live --cases 1";
-  // Every committed trace without a capture reads and writes back to its own bytes, at its own version.
+  // Every committed trace reads and writes back to its own bytes, at its own version: 1.2 exactly for those
+  // with captures (this one and the grouped traces, recorded with --captures).
+  int captured = 0;
   for (const auto& e : std::filesystem::recursive_directory_iterator(kTraces)) {
     const std::string p = e.path().string();
-    if (e.path().extension() != ".safetensors" || p == kCapture) continue;
+    if (e.path().extension() != ".safetensors") continue;
     const auto t = ref::load_trace(p);
-    EXPECT_FALSE(ref::trace_has_capture(t)) << p;
+    const auto fx = ref::trace_to_fixture(t);
+    captured += ref::trace_has_capture(t);
+    EXPECT_EQ(fx.extra_metadata.at("trace_version") == "1.2", ref::trace_has_capture(t)) << p;
+    EXPECT_TRUE(p == kCapture || !ref::trace_has_capture(t) || p.find("/grouped/") != std::string::npos)
+        << p << " has captures";
     const auto again = (dir / e.path().filename()).string();
-    save_fixture(again, ref::trace_to_fixture(t));
+    save_fixture(again, fx);
     EXPECT_TRUE(bytes(again) == bytes(p)) << p << " is not written back byte for byte";
   }
+  EXPECT_GE(captured, 2);
   std::filesystem::remove_all(dir);
 }
 

@@ -67,7 +67,7 @@ void register_fixtures(CLI::App& app) {
     std::uint64_t seed = 20261129;
     bool traces = false, ring = false, conv = false, out_of_place = false, graph_padding = false,
          captures = false;
-    std::string pad_convention = "minus_one";
+    std::string pad_convention = "minus_one", step_mix = "any";
     std::string dims, state_dtype, act_dtype;  // a trace's heads and dims, dtypes: the preset's when empty
     int cases = 0, max_commands = 0, slots = 0, max_T = 0, layers = 0;  // the trace generator's defaults, set below
   };
@@ -123,6 +123,11 @@ void register_fixtures(CLI::App& app) {
   gen->add_flag("--captures", o->captures,
                 "Half a trace's lifecycle steps (at least the first) are followed by the capture of a new CUDA-graph "
                 "bucket while requests are live; makes a trace_version 1.2 trace (--traces)");
+  gen->add_option("--step-mix", o->step_mix,
+                  "What one step of a trace may mix: any, one_width (every row of a step one width), prefill_apart "
+                  "(prefill chunks never beside verify rows) or both; a narrowed trace is one a kernel claiming that "
+                  "step_mix can replay (--traces)")
+      ->capture_default_str();
   gen->add_option("--name", o->name, "File names <preset>__<name>__<i>, e.g. named for a hazard (--traces)")
       ->capture_default_str();
   gen->add_option("--dims", o->dims,
@@ -178,6 +183,7 @@ void register_fixtures(CLI::App& app) {
       t.pad_convention = ref::parse_pad_convention(o->pad_convention, "pad-convention");
       t.graph_padding = o->graph_padding;
       t.captures = o->captures;
+      t.step_mix = ref::parse_step_mix(o->step_mix, "step-mix");
       const auto paths = fuzz::write_trace_set(t, o->out);
       std::set<std::string> covered;
       for (const auto& p : paths) {

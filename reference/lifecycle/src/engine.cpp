@@ -178,9 +178,11 @@ Engine::PackedStep Engine::pack_step(const Cmd& c) const {
     s.spec.push_back(spec);
     s.tokens.push_back(std::move(tok));
   };
-  // Padding rows carry dummy tokens like CUDA-graph padding of spec rows: T = 1 .. max_T (cycling).
+  // Padding rows carry dummy tokens like CUDA-graph padding of spec rows: T = 1 .. max_T (cycling), or the
+  // step's one width under step_mix.one_width.
+  const std::int32_t width = step_width(c);
   auto add_pad = [&] {
-    const std::int32_t T = 1 + (pads_added++ % setup_.max_T);
+    const std::int32_t T = width > 0 ? width : 1 + (pads_added++ % setup_.max_T);
     TargetRow t;
     t.row = BatchRow{kPadSlot, kPadSlot, T, s.packed[0].T, T};
     add(t, nullptr, new_tokens(T, kPadSeed));
@@ -220,23 +222,48 @@ Engine::PackedStep Engine::pack_step(const Cmd& c) const {
   }
   for (auto p : c.pad_at)
     if (p >= static_cast<std::int32_t>(c.rows.size())) add_pad();
-  if (c.graph > 0) add_graph_tail(c, s);
+  if (c.graph > 0) add_graph_tail(c, s, width);
   std::vector<BatchRow> plain;
   for (const auto& t : canonical_rows(s.rows, setup_)) plain.push_back(t.row);
   validate_batch(plain, setup_.pool_geometry(), cfg, setup_.max_T, s.packed[0].T, true);
   return s;
 }
 
-void Engine::add_graph_tail(const Cmd& c, PackedStep& s) const {
+std::int32_t Engine::step_width(const Cmd& c) const {
+  const StepMix& mix = setup_.step_mix;
+  if (mix.any()) return 0;
+  std::int32_t width = 0, prefill = 0, verify = 0;
+  for (const auto& rs : c.rows) {
+    const auto it = requests_.find(rs.req);
+    require(it != requests_.end(), "cmd.req", "unknown request ", rs.req);
+    const std::int32_t pending = it->second.pending[0].T;
+    const std::int32_t T = pending > 0 ? std::min(std::max(rs.T, 1), pending) : rs.T;  // a chunk's own length
+    ++(pending > 0 ? prefill : verify);
+    require(!mix.one_width || width == 0 || T == width, "cmd.rows.T", "request ", rs.req, "'s row is ", T,
+            " tokens wide beside rows of ", width, ", and the setup's step_mix takes one width per step");
+    if (width == 0) width = T;
+  }
+  require(!mix.prefill_apart || prefill == 0 || verify == 0, "cmd.rows", "mixes ", prefill, " prefill chunk(s) with ",
+          verify, " verify row(s), and the setup's step_mix keeps prefill apart");
+  require(!mix.prefill_apart || prefill == 0 || (c.pad_at.empty() && c.graph == 0),
+          c.graph > 0 ? "cmd.graph" : "cmd.pad_at",
+          "pads a prefill step, and under the setup's step_mix (prefill_apart) PAD rows and graph padding pad verify "
+          "steps only");
+  if (!mix.one_width) return 0;
+  return width > 0 ? width : setup_.max_T;  // an all-PAD step: full windows
+}
+
+void Engine::add_graph_tail(const Cmd& c, PackedStep& s, std::int32_t width) const {
   const auto live = static_cast<std::int32_t>(s.rows.size());
   require(c.graph >= live && c.graph <= setup_.max_rows(), "cmd.graph", "is ", c.graph, ", outside [rows = ", live,
           ", max_rows = ", setup_.max_rows(), "]");
+  const auto buffer = graph_buffers_.find(width);
   for (std::int32_t i = live; i < c.graph; ++i) {
     TargetRow t;
-    if (c.stale_tail && !graph_buffer_.empty()) {
-      t = graph_buffer_[static_cast<std::size_t>(i)];
+    if (c.stale_tail && buffer != graph_buffers_.end()) {
+      t = buffer->second[static_cast<std::size_t>(i)];
     } else {  // a PAD sentinel row, T as the captured shape has it
-      const std::int32_t T = 1 + (i % setup_.max_T);
+      const std::int32_t T = width > 0 ? width : 1 + (i % setup_.max_T);
       t.row = BatchRow{kPadSlot, kPadSlot, T, 0, T};
     }
     t.graph_tail = true;
@@ -314,14 +341,16 @@ void Engine::finish_step() {
   if (setup_.conv) target_->conv_commit(wire_rows(s.rows));
   record_commits(s);
   if (c.graph > 0) {  // the captured buffer keeps what this step wrote into its first c.graph rows
-    if (graph_buffer_.empty())
+    const std::int32_t width = setup_.step_mix.one_width ? s.rows.front().row.T : 0;
+    auto& buffer = graph_buffers_[width];
+    if (buffer.empty())
       for (std::int32_t i = 0; i < setup_.max_rows(); ++i) {
-        const std::int32_t T = 1 + (i % setup_.max_T);
-        graph_buffer_.push_back(TargetRow{BatchRow{kPadSlot, kPadSlot, T, 0, T}, RowKind::Verify, false, false});
+        const std::int32_t T = width > 0 ? width : 1 + (i % setup_.max_T);
+        buffer.push_back(TargetRow{BatchRow{kPadSlot, kPadSlot, T, 0, T}, RowKind::Verify, false, false});
       }
     for (std::size_t i = 0; i < s.rows.size(); ++i) {
-      graph_buffer_[i] = s.rows[i];
-      graph_buffer_[i].graph_tail = false;
+      buffer[i] = s.rows[i];
+      buffer[i].graph_tail = false;
     }
   }
 }

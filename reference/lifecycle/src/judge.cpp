@@ -70,6 +70,16 @@ void Judge::count_work(const Cmd& c) {
     return;
   }
   if (c.kind != Cmd::Kind::Step) return;
+  std::int32_t width = 0;
+  bool mixed = false, prefill = false, verify = false;
+  for (const auto& r : oracle_.last_rows())
+    if (r.req >= 0) {
+      mixed = mixed || (width > 0 && r.T != width);
+      width = r.T;
+      (r.prefill ? prefill : verify) = true;
+    }
+  if (mixed) ++work_.mixed_width_steps;
+  if (prefill && verify) ++work_.prefill_verify_steps;
   for (const auto& r : oracle_.last_rows()) {
     if (r.req < 0) {
       ++work_.pad_rows;

@@ -78,6 +78,7 @@ nlohmann::json EngineSetup::to_json() const {
   if (pad_convention != PadConvention::MinusOne) j["pad_convention"] = to_string(pad_convention);
   if (gates != GateRange::Benign) j["gates"] = to_string(gates);
   if (conv) j["conv"] = conv->to_json();
+  if (!step_mix.any()) j["step_mix"] = step_mix.to_json();
   return j;
 }
 
@@ -110,6 +111,7 @@ EngineSetup EngineSetup::from_json(const nlohmann::json& j, std::vector<LayerPar
     s.pad_convention = parse_pad_convention(key<std::string>(j, "pad_convention", field), field + ".pad_convention");
   if (j.contains("gates")) s.gates = parse_gate_range(key<std::string>(j, "gates", field), field + ".gates");
   if (j.contains("conv")) s.conv = ConvSetup::from_json(j.at("conv"), s.cfg, field + ".conv");
+  if (j.contains("step_mix")) s.step_mix = StepMix::from_json(j.at("step_mix"), field + ".step_mix");
   s.params = std::move(params);
   s.poison = poison;
   s.validate();

@@ -48,7 +48,8 @@ sys.path.insert(0, HERE)
 from numpy_conv_slots import SLOT_FAULTS, ConvSlots  # noqa: E402
 from numpy_fixture_ops import FIXTURE_FAULTS, run_fixture_op  # noqa: E402
 from replay_math import Recurrence, round_bf16  # noqa: E402
-from replayssm_kit.target import CONV_FIXTURE_OPS, FIXTURE_OPS, Row, Rows, Target, TargetError, serve  # noqa: E402
+from replayssm_kit.target import (CONV_FIXTURE_OPS, FIXTURE_OPS, Row, Rows, Target, TargetError, serve,  # noqa: E402
+                                  step_mix_excess)
 
 # Seeded bugs, each visible to a different check of the judge: the committed states (off_by_one_accepted),
 # the untouched-slot check through `pool` (pad_row_writes_slot0: a PAD row's index -1 aliasing slot 0) and the
@@ -62,18 +63,30 @@ from replayssm_kit.target import CONV_FIXTURE_OPS, FIXTURE_OPS, Row, Rows, Targe
 # window into their slots (H13); l2norm_eps_outside_sqrt normalises q and k as x / (sqrt(sum(x^2)) + eps) while
 # claiming the forms with eps under the root (one rounding for unit-variance rows, a large error for the rows
 # of norm ~1e-3 that checkpoint-sized inputs and the real checkpoints' fixtures carry); commit_one_call_late
-# holds each commit back and runs it at the next commit (the state a step reads is one commit behind).
+# holds each commit back and runs it at the next commit (the state a step reads is one commit behind);
+# one_width_unclaimed and prefill_apart_unclaimed are a kernel that takes one width per launch, or keeps prefill
+# chunks apart from verify rows, and refuses any other step without claiming the narrowing (step_mix, protocol
+# 1.7): the judge's steps mix widths and kinds unless told otherwise, so the refusal is a failure. The same
+# kernel that claims it (--step-mix) is CONFORMANT.
+STEP_MIX_FAULTS = {"one_width_unclaimed": {"one_width": True}, "prefill_apart_unclaimed": {"prefill_apart": True}}
 FAULTS = ("off_by_one_accepted", "pad_row_writes_slot0", "writes_gap", "graph_tail_processed",
           "width_capped_at_8", "strided_index_as_contiguous", "capture_writes_live_state",
-          "l2norm_eps_outside_sqrt", "commit_one_call_late") + FIXTURE_FAULTS + SLOT_FAULTS
+          "l2norm_eps_outside_sqrt", "commit_one_call_late") + tuple(STEP_MIX_FAULTS) + FIXTURE_FAULTS + SLOT_FAULTS
+# --step-mix: what the example's kernel takes in one step, claimed as the step_mix capability.
+STEP_MIXES = {"any": {}, "one_width": {"one_width": True}, "prefill_apart": {"prefill_apart": True},
+              "both": {"one_width": True, "prefill_apart": True}}
 WIDTH_CAP = 8
 
 
 class NumpyReplay(Target):
-    def __init__(self, fault: str | None = None, claims: str = "all"):
+    def __init__(self, fault: str | None = None, claims: str = "all", step_mix: str = "any"):
         if fault is not None and fault not in FAULTS:
             raise ValueError(f"unknown fault {fault!r} (known: {', '.join(FAULTS)})")
+        if step_mix not in STEP_MIXES:
+            raise ValueError(f"unknown step mix {step_mix!r} (known: {', '.join(STEP_MIXES)})")
         self.fault, self.claims = fault, claims
+        self.step_mix = STEP_MIXES[step_mix]  # claimed
+        self.takes = self.step_mix or STEP_MIX_FAULTS.get(fault, {})  # what the kernel takes, claimed or not
 
     def capabilities(self) -> dict:
         caps = self._all_capabilities()
@@ -83,6 +96,8 @@ class NumpyReplay(Target):
             # The verify fixture op at a dtype pair no committed mtp_verify fixture has (BF16 activations with a
             # BF16 state): the campaigns run, the claimed op's fixtures cannot.
             caps.update(act_dtypes=["BF16"], state_dtypes=["BF16"], fixture_ops=["mtp_verify"])
+        if self.step_mix:
+            caps["step_mix"] = dict(self.step_mix)
         return caps
 
     def _all_capabilities(self) -> dict:
@@ -158,6 +173,8 @@ class NumpyReplay(Target):
         rows = self._kernel_rows(rows) if isinstance(rows, Rows) else rows
         n_tokens = inputs[0]["q"].shape[0]
         self._check(rows, n_tokens)
+        if self.takes and (why := step_mix_excess(rows, self.takes)):
+            raise TargetError("rows", f"this kernel takes one step mix per launch ({self.takes}): {why}")
         self.index_buffer = [r for r in rows if not self._pad(r)]
         for r in rows:
             if not self._pad(r) and r.is_prefill and r.fresh:
@@ -275,8 +292,12 @@ def main(argv=None) -> int:
     ap.add_argument("--claims", choices=("all", "nothing", "unexercisable"), default="all",
                     help="what the example claims: everything it does (all), no op (nothing), or the mtp_verify "
                          "fixture op at BF16 activations and state, which no committed fixture has (unexercisable)")
+    ap.add_argument("--step-mix", choices=tuple(STEP_MIXES), default="any",
+                    help="what one step may mix for this kernel, claimed as step_mix (protocol 1.7): any (the "
+                         "default), one width per step, prefill chunks apart from verify rows, or both; a step that "
+                         "mixes more is refused")
     args = ap.parse_args(argv)
-    return serve(NumpyReplay(args.fault, args.claims))
+    return serve(NumpyReplay(args.fault, args.claims, args.step_mix))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ CONV_FIXTURE_OPS_MINOR = 3  # the protocol minor version that added CONV_FIXTURE
 CAPTURE_MINOR = 4  # the protocol minor version that added the `capture` command
 CONV_STATE_MINOR = 5  # the protocol minor version that added the conv component (`conv_state`, conv_* commands)
 L2NORM_FORMULA_MINOR = 6  # the minor version that added l2norm forms by formula (and the forms beyond rsqrt_mul, div_sqrt)
+STEP_MIX_MINOR = 7  # the minor version that added `step_mix` (what one step may mix: one width, prefill apart)
 CONV_METHODS = ("conv_step", "conv_commit", "conv_committed_state", "conv_pool")
 
 
@@ -35,7 +36,9 @@ class Target:
         is overridden, else none; list CONV_FIXTURE_OPS there to claim the conv ops), pad_conventions, graph_padding, out_of_place_commit,
         capture (default: true when capture() is overridden; sent only to a judge speaking 1.4 or later),
         conv_state (default: true when the four conv_* methods are overridden; sent only to a judge speaking 1.5
-        or later). Missing
+        or later), step_mix ({"one_width": bool, "prefill_apart": bool}, default both false: a kernel that takes
+        one width per launch or keeps prefill chunks and verify rows in different launches; sent only to a judge
+        speaking 1.7 or later, and the kit refuses a step that mixes more than claimed). Missing
         keys take the protocol's defaults; the generator produces only what is covered."""
         return {}
 

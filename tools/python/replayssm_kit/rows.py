@@ -87,3 +87,26 @@ class Rows(list):
     index arrays (RowIndex)."""
 
     index: RowIndex
+
+
+STEP_MIX_KEYS = ("one_width", "prefill_apart")
+
+
+def step_mix_excess(rows, step_mix: dict) -> str:
+    """"" when a step's rows mix no more than `step_mix` allows (docs/target-protocol.md, "What one step may mix";
+    protocol 1.7), else what they mix. one_width: every row, PAD and graph tail rows included, has one T;
+    prefill_apart: prefill chunks never beside verify rows, and a prefill step has no PAD or graph tail rows."""
+    rows = list(rows)
+    if step_mix.get("one_width"):
+        for i, r in enumerate(rows):
+            if r.T != rows[0].T:
+                return f"row {i} is {r.T} tokens wide and row 0 {rows[0].T} (one width per step)"
+    if step_mix.get("prefill_apart"):
+        prefill = sum(1 for r in rows if not r.is_pad and r.is_prefill)
+        verify = sum(1 for r in rows if not r.is_pad and not r.is_prefill)
+        pad = len(rows) - prefill - verify
+        if prefill and verify:
+            return f"{prefill} prefill chunk(s) beside {verify} verify row(s) (prefill apart)"
+        if prefill and pad:
+            return f"{pad} PAD or graph tail row(s) pad a prefill step (prefill apart)"
+    return ""

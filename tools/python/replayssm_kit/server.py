@@ -18,9 +18,9 @@ from .convert import ConversionError, to_wire
 from .protocol import (PROTOCOL_NAME, VERSION, Frame, ProtocolError, digest64, digest_rows, hex64, parse_hex64,
                        read_frame, write_frame)
 from .interface import (CAPTURE_MINOR, CONV_FIXTURE_OPS, CONV_FIXTURE_OPS_MINOR, CONV_METHODS, CONV_STATE_MINOR,
-                        L2NORM_FORMULA_MINOR,
+                        L2NORM_FORMULA_MINOR, STEP_MIX_MINOR,
                         FIXTURE_OPS, Target)
-from .rows import TargetError
+from .rows import STEP_MIX_KEYS, TargetError, step_mix_excess
 from .session import Session, integer, parse_rows
 
 
@@ -45,6 +45,7 @@ class _Loop:
         self.fixture_ops = set()
         self.captures = False
         self.convs = False
+        self.step_mix = {}
 
     # --- commands ------------------------------------------------------------------------------------------
     def hello(self, frame):
@@ -92,6 +93,15 @@ class _Loop:
             claimed = [op for op in claimed if op not in CONV_FIXTURE_OPS]
         caps["fixture_ops"] = list(claimed)
         self.fixture_ops = set(claimed)
+        mix = caps.get("step_mix", {})
+        if not isinstance(mix, dict) or any(k not in STEP_MIX_KEYS or type(x) is not bool for k, x in mix.items()):
+            raise TargetError("capabilities.step_mix", f"must map one_width and prefill_apart to true or false, "
+                                                       f"got {mix!r}")
+        # A judge before 1.7 has no step_mix and sends steps of any mix: the claim is left out, and every step
+        # that mixes more than it says is refused (below), so such a judge sees the narrowing as failures.
+        self.step_mix = dict(mix)
+        if v[1] < STEP_MIX_MINOR:
+            caps.pop("step_mix", None)
         # A judge before 1.6 knows only the named forms rsqrt_mul, div_sqrt and none: other claims are left out.
         if v[1] < L2NORM_FORMULA_MINOR and "l2norms" in caps:
             caps["l2norms"] = [n for n in caps["l2norms"] if n in ("rsqrt_mul", "div_sqrt", "none")]
@@ -118,6 +128,8 @@ class _Loop:
     def step(self, frame):
         s = self.session
         rows = s.index_rows(parse_rows(frame.msg.get("rows"), s.pad_sentinel, frame.msg.get("live_rows")))
+        if self.step_mix and (why := step_mix_excess(rows, self.step_mix)):
+            raise TargetError("rows", f"the step mixes more than the target's step_mix {self.step_mix} allows: {why}")
         n = integer(frame.msg, "total_tokens", "total_tokens", 0)
         inputs = [s.layer_inputs(frame, l, n) for l in range(s.L)]
         out = self.target.step(rows, inputs)
@@ -154,6 +166,8 @@ class _Loop:
     def conv_step(self, frame):
         s = self._conv_session()
         rows = s.index_rows(parse_rows(frame.msg.get("rows"), s.pad_sentinel, frame.msg.get("live_rows")))
+        if self.step_mix and (why := step_mix_excess(rows, self.step_mix)):
+            raise TargetError("rows", f"the step mixes more than the target's step_mix {self.step_mix} allows: {why}")
         n = integer(frame.msg, "total_tokens", "total_tokens", 0)
         x = [s.conv_inputs(frame, l, n) for l in range(s.L)]
         y = self.target.conv_step(rows, x)
@@ -308,7 +322,7 @@ class InProcess:
     directly (replayssm_kit.trace replays trace fixtures through it).
 
         loop = InProcess(my_target)
-        answer, tensors = loop.call({"op": "hello", "protocol": "replayssm.target", "version": [1, 6]})
+        answer, tensors = loop.call({"op": "hello", "protocol": "replayssm.target", "version": [1, 7]})
 
     call() takes a command message and its tensors (name -> float32 array, with their protocol dtype names in
     `dtypes`) and returns the answer message and its tensors (name -> (array in the stored form of its dtype:

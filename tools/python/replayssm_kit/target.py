@@ -10,6 +10,8 @@
         def committed_state(self, layer, slot): ...
         def pool(self, layer): ...
         def capture(self, rows, T): ...       # optional (protocol 1.4): claims the `capture` capability
+                                              # (capabilities()["step_mix"], 1.7: one width per step, or
+                                              # prefill apart, for a kernel that cannot group rows itself)
         def conv_step(self, rows, x): ...     # optional (protocol 1.5, with conv_commit, conv_committed_state,
                                               # conv_pool): claims the `conv_state` capability
 
@@ -31,10 +33,10 @@ from __future__ import annotations
 # The public entry point of the implementation side: the names below are the kit's API for targets. The module
 # sits on top of the kit (rows -> interface -> session -> server -> target), so nothing inside the kit imports it.
 from .interface import (CAPTURE_MINOR, CONV_FIXTURE_OPS, CONV_FIXTURE_OPS_MINOR, CONV_METHODS, CONV_STATE_MINOR,  # noqa: F401
-                        FIXTURE_OPS, Target, is_device_fault)
-from .rows import INDEX_FIELDS, PAD_SLOT, Row, RowIndex, Rows, TargetError  # noqa: F401
+                        FIXTURE_OPS, STEP_MIX_MINOR, Target, is_device_fault)
+from .rows import INDEX_FIELDS, PAD_SLOT, Row, RowIndex, Rows, TargetError, step_mix_excess  # noqa: F401
 from .server import serve  # noqa: F401
 
 __all__ = ["CAPTURE_MINOR", "CONV_FIXTURE_OPS", "CONV_FIXTURE_OPS_MINOR", "CONV_METHODS", "CONV_STATE_MINOR",
-           "FIXTURE_OPS", "INDEX_FIELDS", "PAD_SLOT", "Row", "RowIndex", "Rows", "Target", "TargetError",
-           "is_device_fault", "serve"]
+           "FIXTURE_OPS", "INDEX_FIELDS", "PAD_SLOT", "Row", "RowIndex", "Rows", "STEP_MIX_MINOR", "Target",
+           "TargetError", "is_device_fault", "serve", "step_mix_excess"]

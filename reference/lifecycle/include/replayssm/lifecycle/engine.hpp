@@ -113,7 +113,7 @@ class Engine {
   PackedStep pack_step(const Cmd& c) const;
   // Pads a packed step to the captured size c.graph (graph_tail rows: the persistent buffer's stale rows or
   // PAD rows, their windows of dummy tokens after the live ones).
-  void add_graph_tail(const Cmd& c, PackedStep& s) const;
+  void add_graph_tail(const Cmd& c, PackedStep& s, std::int32_t width) const;
   // The rows as the target receives them: PAD rows carry the setup's PAD sentinel.
   std::vector<TargetRow> wire_rows(const std::vector<TargetRow>& rows) const;
   // The accepted length each verify row commits: the sampled n, trimmed to the stop token on an early stop.
@@ -135,9 +135,13 @@ class Engine {
   std::optional<PackedStep> in_step_;  // the step between begin_step and finish_step
   Cmd in_step_cmd_;
   StepWrites step_writes_;
-  // The persistent, capacity-sized index buffer of captured steps (max_rows() rows, kPadSlot for PAD): what
-  // the last captured step of each size left in it, accepted counts included.
-  std::vector<TargetRow> graph_buffer_;
+  // The persistent, capacity-sized index buffers of captured steps (max_rows() rows, kPadSlot for PAD): what
+  // the last captured step of each size left in it, accepted counts included. One buffer (key 0) when a step
+  // may mix widths; one per width under step_mix.one_width (a captured bucket is one width).
+  std::map<std::int32_t, std::vector<TargetRow>> graph_buffers_;
+  // The width every row of a step of c has under step_mix.one_width (0 otherwise), after checking that c's
+  // rows obey the setup's step mix; Error("cmd.rows...") for a step that mixes more.
+  std::int32_t step_width(const Cmd& c) const;
 };
 
 }  // namespace replayssm::ref

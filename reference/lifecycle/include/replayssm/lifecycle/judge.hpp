@@ -72,6 +72,8 @@ struct JudgedWork {
   long verify_rows = 0, prefill_rows = 0, pad_rows = 0;
   long stale_tail_rows = 0, pad_tail_rows = 0;  // graph tails of captured steps (their rows count as PAD too)
   long out_of_place_rows = 0, early_stops = 0, live_captures = 0;
+  // Steps whose live rows mix widths, and steps with prefill chunks beside verify rows (StepMix).
+  long mixed_width_steps = 0, prefill_verify_steps = 0;
   std::map<int, std::set<int>> accepted;         // verify width T -> accepted counts committed
   std::map<std::string, long> commands;          // command kind -> count ("admit", "step", ...)
   // The closest a tolerance-based comparison came to its bound: the largest worst-element excess

@@ -46,6 +46,27 @@ std::string to_string(PadConvention c);
 PadConvention parse_pad_convention(const std::string& s, const std::string& field);  // Error(field) listing names
 std::vector<PadConvention> all_pad_conventions();
 
+// What one step may mix (docs/target-protocol.md, "What one step may mix"; protocol 1.7, capability and
+// setup key `step_mix`). By default everything: rows of any widths, prefill chunks beside verify rows. A kernel
+// that takes one width per launch, or runs prefill and verify in different launches, claims the narrowing:
+//   one_width     — every row of a step has the same T: live rows (a prefill chunk's T is its chunk length), PAD
+//                   rows and graph tail rows alike (a captured bucket is one width; its stale tail comes from
+//                   the last captured step of that width);
+//   prefill_apart — a step holds prefill chunks or verify rows, never both; PAD rows and graph padding pad
+//                   verify steps only (prefill steps run eager and unpadded).
+struct StepMix {
+  bool one_width = false;
+  bool prefill_apart = false;
+  bool any() const { return !one_width && !prefill_apart; }
+  bool operator==(const StepMix&) const = default;
+  nlohmann::json to_json() const;
+  // Error("<field>.<key>") for an unknown key or a value that is not true/false.
+  static StepMix from_json(const nlohmann::json& j, const std::string& field);
+  std::string str() const;  // "any", "one_width", "prefill_apart" or "one_width+prefill_apart"
+};
+// A mix by name: any, one_width, prefill_apart, or both (one_width+prefill_apart); Error(field) listing them.
+StepMix parse_step_mix(const std::string& s, const std::string& field);
+
 struct EngineSetup {
   ModelConfig cfg;                  // cfg.num_layers layers
   std::vector<LayerParams> params;  // one per layer
@@ -64,6 +85,9 @@ struct EngineSetup {
   // The optional conv component (conv_component.hpp): a conv window per slot and layer next to the recurrent
   // state, driven by Target::conv_step / conv_commit. Absent: targets see the recurrence only, as before.
   std::optional<ConvSetup> conv;
+  // What one step may mix (StepMix); the generator forms only such steps, the engine pads them alike and
+  // refuses a command that mixes more.
+  StepMix step_mix;
 
   // The slot PAD rows carry under pad_convention (-1, 0 or num_slots - 1).
   std::int32_t pad_sentinel() const;
@@ -74,7 +98,8 @@ struct EngineSetup {
   // Everything but params and poison (the protocol's `setup` object); `pad_convention` is written only when
   // it is not "minus_one" (what every setup before protocol 1.2 meant), `gates` only when it is "realistic"
   // (a target needs neither: it receives the inputs; replaying a case regenerates them from it), `conv`
-  // only when the conv component is on (ConvSetup::to_json: its weights are regenerated from its seed).
+  // only when the conv component is on (ConvSetup::to_json: its weights are regenerated from its seed),
+  // `step_mix` only when it narrows the mix.
   nlohmann::json to_json() const;
   // The inverse of to_json with the given layer parameters and poison value; Error("<field>.<key>") for a
   // missing or malformed key, then validate().
@@ -118,6 +143,9 @@ std::vector<TargetRow> canonical_rows(const std::vector<TargetRow>& rows, const 
 // slot, write_slot, T, token_offset, accepted, kind ("verify" / "prefill") and fresh. At step time a verify
 // row's accepted count is not known yet and is sent as 0 (at_step); a commit sends the rows as given.
 nlohmann::json rows_to_json(const std::vector<TargetRow>& rows, bool at_step);
+// "" when a batch as a target receives it (rows in the setup's PAD convention) mixes no more than `mix`
+// allows, else what it mixes ("row 2 is 4 tokens wide and row 0 1 (one width per step)").
+std::string step_mix_excess(const std::vector<TargetRow>& rows, const EngineSetup& s, const StepMix& mix);
 // Reads rows_to_json's form back; Error("<field>[i].<key>") for a missing or malformed key.
 std::vector<TargetRow> rows_from_json(const nlohmann::json& j, const std::string& field = "rows");
 
@@ -161,6 +189,9 @@ class Target {
   virtual bool graph_padding() const { return false; }
   // Whether verify rows may commit out of place (write_slot != slot, the read slot left bitwise untouched).
   virtual bool out_of_place_commit() const { return false; }
+  // What one step may mix for this target (StepMix; default: everything). Campaigns run its cases under this
+  // mix (EngineSetup::step_mix) and traces that mix more are not covered.
+  virtual StepMix step_mix() const { return {}; }
 
   // --- the optional conv component (conv_component.hpp; EngineSetup::conv) -------------------------------
   // Whether the target keeps a conv window per slot and layer. Only then may a setup carry `conv`; the
