@@ -15,6 +15,7 @@
 #include "replayssm/fixtures/golden.hpp"
 #include "replayssm/fixtures/conv_fixture.hpp"
 #include "replayssm/fixtures/ring_fixture.hpp"
+#include "replayssm/fixtures/tree_fixture.hpp"
 #include "trace_gen.hpp"
 
 namespace replayssm::cli {
@@ -65,7 +66,7 @@ void register_fixtures(CLI::App& app) {
   struct Opts {
     std::string preset = "qwen3.5", matrix, out, gates = "benign", name = "trace";
     std::uint64_t seed = 20261129;
-    bool traces = false, ring = false, conv = false, out_of_place = false, graph_padding = false,
+    bool traces = false, ring = false, conv = false, trees = false, out_of_place = false, graph_padding = false,
          captures = false;
     std::string pad_convention = "minus_one", step_mix = "any";
     std::string dims, state_dtype, act_dtype;  // a trace's heads and dims, dtypes: the preset's when empty
@@ -98,6 +99,11 @@ void register_fixtures(CLI::App& app) {
   auto* conv = gen->add_flag("--conv", o->conv,
                              "Write short-convolution fixtures of the preset instead (ops conv.prefill, conv.update, "
                              "conv.commit, docs/fixture-format.md section 11): the conv state of a GDN/KDA layer");
+  auto* trees = gen->add_flag("--trees", o->trees,
+                              "Write tree-verify fixtures of the preset instead (ops tree.verify, tree.commit, "
+                              "docs/fixture-format.md section 12): draft trees of top-k 1..4, depth 2..6, up to 16 "
+                              "nodes, each node's state from its parent's");
+  for (auto* other : {matrix, traces, ring, conv}) trees->excludes(other);
   traces->excludes(matrix);
   ring->excludes(matrix);
   ring->excludes(traces);
@@ -146,6 +152,12 @@ void register_fixtures(CLI::App& app) {
     if (o->ring) {
       const auto paths = ref::write_ring_set(preset(o->preset), o->seed, o->out);
       std::cout << "wrote " << paths.size() << " ring-step fixtures for preset " << o->preset << " (seed " << o->seed
+                << ") to " << o->out << "\n";
+      return;
+    }
+    if (o->trees) {
+      const auto paths = ref::write_tree_set(preset(o->preset), o->seed, o->out);
+      std::cout << "wrote " << paths.size() << " tree fixtures for preset " << o->preset << " (seed " << o->seed
                 << ") to " << o->out << "\n";
       return;
     }
