@@ -48,13 +48,13 @@ TEST(TreeFixtures, TheCommittedSetIsWhatTheGeneratorWrites) {
   fs::remove_all(dir);
 }
 
-// A tree.commit fixture read with the chain's accepted index (the node at position depth(a) of the flattened
+// A tree.commit or tree.conv_commit fixture read with the chain's accepted index (the node at position depth(a) of the flattened
 // order instead of a itself) fails whenever that is another node; nothing accepted and chains are unaffected.
 TEST(TreeFixtures, TheChainsAcceptedIndexFailsEveryBranchCommit) {
   int branch = 0;
   for (const auto& path : committed()) {
     Fixture f = load_fixture(path.string());
-    if (f.op != ref::kTreeCommitOp) continue;
+    if (f.op != ref::kTreeCommitOp && f.op != ref::kTreeConvCommitOp) continue;
     ASSERT_TRUE(ref::check_fixture(f, path.string()).ok) << path;
     ref::DraftTree tree;
     for (auto v : f.tensors.at("in.parent").to_i64()) tree.parent.push_back(static_cast<int>(v));
@@ -64,7 +64,7 @@ TEST(TreeFixtures, TheChainsAcceptedIndexFailsEveryBranchCommit) {
     f.tensors["in.accepted_node"] = Tensor::from_i32({}, {tree.depth()[a]});
     EXPECT_FALSE(ref::check_fixture(f, path.string()).ok) << path << ": node " << a << " read as " << tree.depth()[a];
   }
-  EXPECT_GE(branch, 12);  // two branch commits per shape with top-k > 1, both presets
+  EXPECT_GE(branch, 18);  // per shape with top-k > 1: two recurrent and one conv branch commit, both presets
 }
 
 TEST(TreeFixtures, BadParentsAndAcceptedNodesAreRefusedByName) {
@@ -88,4 +88,28 @@ TEST(TreeFixtures, BadParentsAndAcceptedNodesAreRefusedByName) {
   EXPECT_EQ(field("in.accepted_node", Tensor::from_i32({}, {12})), "in.accepted_node");
   EXPECT_EQ(field("in.accepted_node", Tensor::from_i32({}, {-2})), "in.accepted_node");
   EXPECT_EQ(field("in.parent", Tensor::from_i32({3}, {-1, 0, 1})), "in.k");  // 3 nodes, 12 tokens of inputs
+}
+
+// A conv window built from the flattened order (the previous nodes of the verify window) instead of the
+// node's ancestors fails every tree.conv_update fixture of a branching tree.
+TEST(TreeFixtures, AConvWindowFromTheFlattenedOrderFails) {
+  int branching = 0;
+  for (const auto& path : committed()) {
+    Fixture f = load_fixture(path.string());
+    if (f.op != ref::kTreeConvUpdateOp) continue;
+    ASSERT_TRUE(ref::check_fixture(f, path.string()).ok) << path;
+    ref::DraftTree tree;
+    for (auto v : f.tensors.at("in.parent").to_i64()) tree.parent.push_back(static_cast<int>(v));
+    if (tree.parent == ref::DraftTree::chain(tree.size()).parent) continue;
+    ++branching;
+    const auto cc = ref::conv_config_from_json(f.config.at("conv"));
+    ref::ConvParams p;
+    p.weight = f.tensors.at("param.weight").to_f32();
+    if (cc.bias) p.bias = f.tensors.at("param.bias").to_f32();
+    const auto y = ref::conv_update(cc, p, f.tensors.at("in.state").to_f32(), f.tensors.at("in.x").to_f32(), tree.size(),
+                                    ref::ConvPrecision::Truth, false).y;
+    f.tensors["out.y"] = Tensor::from_f32(cc.act_dtype, f.tensors.at("out.y").shape, y);
+    EXPECT_FALSE(ref::check_fixture(f, path.string()).ok) << path;
+  }
+  EXPECT_GE(branching, 10);
 }
