@@ -101,10 +101,12 @@ RC_GTEST_PROP(RawReplay, AcceptedOutsideRangeIsRejected, ()) {
 }
 
 // BF16 pool: full-state with per-token rounding (T separate calls) vs raw replay rounding once at commit.
-// Bound (Frobenius norm over the state): each per-token rounding moves an element by at most 2^-9 of its
-// magnitude; the token map S -> (I - beta k k^T) Diag(alpha) S has operator norm <= 1 for ||k|| <= 1,
+// Bound (Frobenius norm over the state): each per-token rounding moves an element by at most 2^-8 of its
+// magnitude (bf16 keeps 8 significant bits: half an ulp is at most 2^-8 of the value, reached just above a
+// power of two); the token map S -> (I - beta k k^T) Diag(alpha) S has operator norm <= 1 for ||k|| <= 1,
 // beta in (0, 1], alpha in (0, 1], so rounding errors do not grow. Hence
-//   ||S_replay - S_pertoken||_F <= 2^-9 (sum_{t<=n} ||S_t||_F + ||S_n||_F)   (+ F32 noise, 1% slack).
+//   ||S_replay - S_pertoken||_F <= 2^-8 (sum_{t<=n} ||S_t||_F + ||S_n||_F)   (+ F32 noise, 1% slack).
+// (This bound said 2^-9 before: half the worst case, passing only because roundings rarely reach it.)
 RC_GTEST_PROP(RawReplay, Bf16PerTokenRoundingStaysWithinDerivedBound, ()) {
   ModelConfig cfg = *testgen::small_config();
   cfg.state_dtype = DType::BF16;
@@ -118,7 +120,7 @@ RC_GTEST_PROP(RawReplay, Bf16PerTokenRoundingStaysWithinDerivedBound, ()) {
   const auto replayed = replay_commit(cfg, p, replay_verify(cfg, p, in, S0).payload, S0, n);
   double budget = 0;
   for (int t = 0; t < n; ++t) budget += frob(per_token.states[static_cast<std::size_t>(t)]);
-  budget = 1.01 * std::ldexp(budget + frob(per_token.states[static_cast<std::size_t>(n) - 1]), -9) + 1e-6;
+  budget = 1.01 * std::ldexp(budget + frob(per_token.states[static_cast<std::size_t>(n) - 1]), -8) + 1e-6;
   const double err = frob_diff(replayed, per_token.states[static_cast<std::size_t>(n) - 1]);
   RC_LOG() << "err=" << err << " budget=" << budget;
   RC_ASSERT(err <= budget);

@@ -28,7 +28,9 @@ std::string to_string(Tier t);                                          // "fp32
 Tier parse_tier(const std::string& s, const std::string& field = "tier");  // Error(field) listing the names
 std::vector<Tier> all_tiers();
 
-// Unit roundoff of the tier's arithmetic: fp32 2^-24, tf32 2^-11 (10 explicit mantissa bits), bf16 2^-9.
+// Unit roundoff of the tier's arithmetic: fp32 2^-24, tf32 2^-11 (10 explicit mantissa bits), bf16 2^-9 — half of
+// bf16's true unit roundoff 2^-8 (7 explicit bits): tier vocabulary 1 set the bf16 constants with it, the stricter
+// reading (docs/numerics.md, "The bf16 tier's u").
 double unit_roundoff(Tier t);
 
 // The comparison of an implementation claiming tier `t` against the fp32 oracle, for one compared tensor
