@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from test_exec_e2e import COMMAND, cli  # noqa: F401 (the cli fixture)
+from test_exec_e2e import COMMAND
 from test_serve import HELLO, S, Fake, session, setup_cmd, without_compute_time
 from replayssm_kit.pytest_helper import fuzz_target
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import HERE
-from test_exec_e2e import COMMAND, cli  # noqa: F401 (the cli fixture)
+from test_exec_e2e import COMMAND
 from test_serve import CFG, HELLO, S, Fake, session, setup_cmd
 from replayssm_kit import bf16_bits_to_f32, f32_to_bf16_bits
 from replayssm_kit.pytest_helper import fuzz_target

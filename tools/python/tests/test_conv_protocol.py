@@ -13,10 +13,9 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import FIXTURES, HERE, REPO
+from conftest import FIXTURES, HERE
 import replayssm_kit as rk
 from replayssm_kit.protocol import encode_frame, read_frame
-from replayssm_kit.pytest_helper import find_cli
 from replayssm_kit.target import CONV_FIXTURE_OPS, FIXTURE_OPS, Target, serve
 
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
@@ -126,15 +125,6 @@ def test_the_seeded_conv_fault_in_process_fails_exactly_the_commits_below_the_wi
 
 
 # --- through the C++ judge ------------------------------------------------------------------------------------
-@pytest.fixture
-def cli(monkeypatch):
-    built = os.path.join(REPO, "build", "tools", "replayssm")
-    if not os.environ.get("REPLAYSSM_CLI") and not find_cli() and os.access(built, os.X_OK):
-        monkeypatch.setenv("REPLAYSSM_CLI", built)
-    path = find_cli()
-    if not path:
-        pytest.skip("replayssm CLI not found: set REPLAYSSM_CLI, put replayssm on PATH or build this checkout")
-    return path
 
 
 def _check(cli, command):

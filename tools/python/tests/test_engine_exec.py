@@ -10,10 +10,9 @@ import sys
 
 import pytest
 
-from conftest import HERE, REPO
+from conftest import HERE
 from replayssm_kit.engine import EngineTarget, _Loop
 from replayssm_kit.protocol import Frame
-from replayssm_kit.pytest_helper import find_cli
 
 EXAMPLE = os.path.join(os.path.dirname(HERE), "examples", "numpy_engine.py")
 COMMAND = f"{shlex.quote(sys.executable)} {shlex.quote(EXAMPLE)}"
@@ -36,16 +35,6 @@ def test_hello_names_the_protocol_and_refuses_another():
     assert not early["ok"] and "setup" in early["error"]["message"]
 
 
-@pytest.fixture
-def cli(monkeypatch):
-    for build in ("build", "build-cpu"):
-        built = os.path.join(REPO, build, "tools", "replayssm")
-        if not os.environ.get("REPLAYSSM_CLI") and not find_cli() and os.access(built, os.X_OK):
-            monkeypatch.setenv("REPLAYSSM_CLI", built)
-    path = find_cli()
-    if not path:
-        pytest.skip("replayssm CLI not found: set REPLAYSSM_CLI, put replayssm on PATH or build this checkout")
-    return path
 
 
 def _fuzz(cli, command, *extra, tmp_path):

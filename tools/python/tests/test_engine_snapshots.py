@@ -21,7 +21,6 @@ import replayssm_kit as rk
 from replayssm_kit.engine import EngineTarget, _Loop
 from replayssm_kit.protocol import Frame
 from replayssm_kit.target import TargetError
-from test_engine_exec import cli  # noqa: F401  (the CLI fixture)
 
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
 from numpy_engine import NumpyEngine  # noqa: E402

@@ -12,22 +12,13 @@ import textwrap
 
 import pytest
 
-from conftest import FIXTURES, HERE, REPO
-from replayssm_kit.pytest_helper import find_cli, fuzz_target
+from conftest import FIXTURES, HERE
+from replayssm_kit.pytest_helper import fuzz_target
 
 EXAMPLE = os.path.join(os.path.dirname(HERE), "examples", "numpy_replay.py")
 COMMAND = f"{shlex.quote(sys.executable)} {shlex.quote(EXAMPLE)}"
 
 
-@pytest.fixture
-def cli(monkeypatch):
-    built = os.path.join(REPO, "build", "tools", "replayssm")
-    if not os.environ.get("REPLAYSSM_CLI") and not find_cli() and os.access(built, os.X_OK):
-        monkeypatch.setenv("REPLAYSSM_CLI", built)
-    path = find_cli()
-    if not path:
-        pytest.skip("replayssm CLI not found: set REPLAYSSM_CLI, put replayssm on PATH or build this checkout")
-    return path
 
 
 @pytest.mark.parametrize("preset", ["tiny-gdn", "tiny-kda", "small-gva3", "small-kv-neq"])

@@ -12,23 +12,13 @@ import sys
 
 import pytest
 
-from conftest import FIXTURES, HERE, REPO
-from replayssm_kit.pytest_helper import find_cli
+from conftest import FIXTURES, HERE
 
 EXAMPLE = os.path.join(os.path.dirname(HERE), "examples", "numpy_replay.py")
 COMMAND = f"{shlex.quote(sys.executable)} {shlex.quote(EXAMPLE)}"
 TRACES = os.path.join(FIXTURES, "traces")
 
 
-@pytest.fixture
-def cli(monkeypatch):
-    built = os.path.join(REPO, "build", "tools", "replayssm")
-    if not os.environ.get("REPLAYSSM_CLI") and not find_cli() and os.access(built, os.X_OK):
-        monkeypatch.setenv("REPLAYSSM_CLI", built)
-    path = find_cli()
-    if not path:
-        pytest.skip("replayssm CLI not found: set REPLAYSSM_CLI, put replayssm on PATH or build this checkout")
-    return path
 
 
 def _fuzz(cli, command, tmp_path, preset="tiny-gdn", cases=60, seed=3):

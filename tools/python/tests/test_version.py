@@ -6,8 +6,7 @@ import sys
 
 import pytest
 
-from conftest import HERE, REPO
-from replayssm_kit.pytest_helper import find_cli
+from conftest import HERE, REPO, repo_cli
 
 tomllib = pytest.importorskip("tomllib")  # Python >= 3.11 (Debian 12's python3)
 
@@ -30,10 +29,7 @@ def test_the_kit_prints_the_version_file():
 
 
 def test_the_cli_and_the_kit_agree():
-    built = os.path.join(REPO, "build", "tools", "replayssm")
-    cli = os.environ.get("REPLAYSSM_CLI") or (built if os.access(built, os.X_OK) else find_cli())
-    if not cli:
-        pytest.skip("replayssm CLI not found: set REPLAYSSM_CLI, put replayssm on PATH or build this checkout")
+    cli = repo_cli()
     out = subprocess.run([cli, "--version"], capture_output=True, text=True, check=True).stdout.strip()
     assert out == f"replayssm {VERSION}"
     assert out.split()[-1] == kit_version_line().split()[-1]
