@@ -9,35 +9,17 @@
 
 #include "lifecycle.hpp"
 #include "replayssm/lifecycle/engine.hpp"
+#include "replayssm/testing/lifecycle_cmds.hpp"
 
 using namespace replayssm;
 
 namespace {
 
-ref::Cmd admit(int req, int slot, int prompt) {
-  ref::Cmd c;
-  c.kind = ref::Cmd::Kind::Admit;
-  c.req = req;
-  c.slot = slot;
-  c.prompt = prompt;
-  c.seed = 100 + static_cast<std::uint64_t>(req);
-  return c;
-}
-ref::RowSpec row(int req, int T, int accepted, int stop_at = 0) {
-  ref::RowSpec r;
-  r.req = req;
-  r.T = T;
-  r.accepted = accepted;
-  r.stop_at = stop_at;
-  r.seed = 7 + static_cast<std::uint64_t>(req) * 31 + static_cast<std::uint64_t>(T);
-  return r;
-}
+using replayssm::testing::admit;
+using replayssm::testing::row;
+
 ref::Cmd step(std::vector<ref::RowSpec> rows, std::vector<std::int32_t> pad_at = {}) {
-  ref::Cmd c;
-  c.kind = ref::Cmd::Kind::Step;
-  c.rows = std::move(rows);
-  c.pad_at = std::move(pad_at);
-  return c;
+  return replayssm::testing::step(std::move(rows), std::move(pad_at));
 }
 
 struct Want {

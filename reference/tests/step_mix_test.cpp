@@ -11,6 +11,8 @@
 #include "lifecycle.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/lifecycle/engine.hpp"
+#include "replayssm/testing/field_of.hpp"
+#include "replayssm/testing/lifecycle_cmds.hpp"
 
 using namespace replayssm;
 using ref::Cmd;
@@ -18,45 +20,17 @@ using ref::StepMix;
 
 namespace {
 
-Cmd admit(int req, int slot, int prompt) {
-  Cmd c;
-  c.kind = Cmd::Kind::Admit;
-  c.req = req;
-  c.slot = slot;
-  c.prompt = prompt;
-  c.seed = 100 + static_cast<std::uint64_t>(req);
-  return c;
-}
-ref::RowSpec row(int req, int T, int accepted = 0) {
-  ref::RowSpec r;
-  r.req = req;
-  r.T = T;
-  r.accepted = accepted;
-  r.seed = 7 + static_cast<std::uint64_t>(req) * 31 + static_cast<std::uint64_t>(T);
-  return r;
-}
-Cmd step(std::vector<ref::RowSpec> rows, std::vector<std::int32_t> pad_at = {}, std::int32_t graph = 0,
-         bool stale = false) {
-  Cmd c;
-  c.kind = Cmd::Kind::Step;
-  c.rows = std::move(rows);
-  c.pad_at = std::move(pad_at);
-  c.graph = graph;
-  c.stale_tail = stale;
-  return c;
-}
+using replayssm::testing::admit;
+using replayssm::testing::row;
+using replayssm::testing::step;
+
 ref::EngineSetup setup_with(StepMix mix) {
   auto s = ref::make_setup(preset("tiny-gdn"), 5, 6, 6);
   s.step_mix = mix;
   return s;
 }
 std::string field_of(ref::Engine& e, const Cmd& c) {
-  try {
-    e.execute(c);
-  } catch (const Error& err) {
-    return err.field();
-  }
-  return "(accepted)";
+  return replayssm::testing::field_of([&] { e.execute(c); });
 }
 
 }  // namespace
@@ -66,12 +40,7 @@ TEST(StepMix, JsonRoundTripsAndRefusesUnknownKeysAndNonBooleans) {
   EXPECT_EQ(StepMix::from_json(m.to_json(), "f"), m);
   EXPECT_EQ(StepMix::from_json(nlohmann::json::object(), "f"), StepMix{});
   auto field = [](const nlohmann::json& j) {
-    try {
-      (void)StepMix::from_json(j, "setup.step_mix");
-    } catch (const Error& e) {
-      return e.field();
-    }
-    return std::string("(accepted)");
+    return replayssm::testing::field_of([&] { (void)StepMix::from_json(j, "setup.step_mix"); });
   };
   EXPECT_EQ(field(nlohmann::json{{"one_width", 1}}), "setup.step_mix.one_width");
   EXPECT_EQ(field(nlohmann::json{{"widths", true}}), "setup.step_mix.widths");
