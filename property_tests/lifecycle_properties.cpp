@@ -93,7 +93,9 @@ TEST(Lifecycle, GeneratorDrawsTheVerifyWidthsAndMixesThemInOneBatch) {
         mixed_steps += in_step.size() > 1;
       }
     for (const int w : fuzz::kVerifyWidths)
-      if (w <= max_T) EXPECT_GE(widths[w], 10) << "width " << w << " drawn " << widths[w] << " times, max_T " << max_T;
+      if (w <= max_T) {
+        EXPECT_GE(widths[w], 10) << "width " << w << " drawn " << widths[w] << " times, max_T " << max_T;
+      }
     EXPECT_GE(mixed_steps, 20) << "max_T " << max_T;
     if (max_T == 12) {
       int wide = 0;

@@ -5,10 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
+#include <unistd.h>
 
 #include "coverage.hpp"
 #include "lifecycle.hpp"
+#include "trace_gen.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/lifecycle/engine.hpp"
 #include "replayssm/testing/field_of.hpp"
@@ -193,4 +198,39 @@ TEST(StepMix, ACoverageWithoutMixedStepsIsUnmetOnlyWhereTheMixIsAllowed) {
   c.work.mixed_width_steps = 1;
   c.work.prefill_verify_steps = 1;
   EXPECT_EQ(lines({}), 0);
+}
+
+// The committed grouped traces (fixtures/traces/grouped/) are what the narrowed generator writes today, byte for
+// byte: a change to the narrowed draws shows here and the traces are regenerated with it (commands in the test).
+TEST(StepMix, TheGroupedTracesAreWhatTheGeneratorWrites) {
+  const auto dir = std::filesystem::temp_directory_path() / ("replayssm_grouped_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const std::filesystem::path committed = std::filesystem::path(REPLAYSSM_SOURCE_DIR) / "fixtures" / "traces" / "grouped";
+  int n = 0;
+  for (const char* p : {"tiny-gdn", "tiny-kda"}) {
+    fuzz::TraceSetOptions o;
+    o.cfg = preset(p);
+    o.cases = std::string(p) == "tiny-gdn" ? 3 : 2;
+    o.max_commands = 50;
+    o.num_slots = 4;
+    o.max_T = 8;
+    o.graph_padding = true;
+    o.out_of_place = o.captures = std::string(p) == "tiny-gdn";
+    o.step_mix = StepMix{true, true};
+    o.name = "grouped";
+    for (const auto& path : fuzz::write_trace_set(o, dir.string())) {
+      const auto want = committed / std::filesystem::path(path).filename();
+      auto bytes = [](const std::filesystem::path& f) {
+        std::ifstream in(f, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+      };
+      EXPECT_TRUE(std::filesystem::exists(want) && bytes(path) == bytes(want))
+          << want << " differs: regenerate with replayssm fixtures generate --traces --preset " << p
+          << " --step-mix both --graph-padding" << (o.captures ? " --captures --out-of-place" : "")
+          << " --slots 4 --max-T 8 --max-commands 50 --cases " << o.cases << " --name grouped --out fixtures/traces/grouped";
+      ++n;
+    }
+  }
+  EXPECT_EQ(n, 5);
+  std::filesystem::remove_all(dir);
 }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <unistd.h>
 #include <fstream>
 #include <sstream>
 
@@ -93,7 +94,7 @@ TEST(TraceCapture, VersionIs1_2ExactlyWhenATraceHoldsACaptureAndOtherTracesKeepT
   ASSERT_EQ(stripped.size(), without.lifecycle.size());
   for (std::size_t i = 0; i < stripped.size(); ++i) EXPECT_EQ(stripped[i].str(), without.lifecycle[i].str()) << i;
 
-  const auto dir = std::filesystem::temp_directory_path() / "replayssm_trace_capture_test";
+  const auto dir = std::filesystem::temp_directory_path() / ("replayssm_trace_capture_test_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   auto o = options(true);
   o.cases = 1;

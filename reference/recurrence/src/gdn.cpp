@@ -129,7 +129,10 @@ void head_update(const ModelConfig& cfg, R* S, const R* kh, const R* qh, const R
                  R* o_h, const TokenHook* hook) {
   const auto op = [hook](R x) {
     if constexpr (HOOKED) return static_cast<R>(hook->dot_operand(static_cast<double>(x)));
-    else return x;
+    else {
+      (void)hook;  // captured for the hooked instance only
+      return x;
+    }
   };
   const int K = cfg.K, V = cfg.V;
   bool before = false;

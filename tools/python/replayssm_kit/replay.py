@@ -29,6 +29,7 @@ import numpy as np
 
 from .compare import Report, Tolerance, compare
 from .protocol import PROTOCOL_NAME, VERSION, hex64, parse_hex64
+from .rows import Row, step_mix_excess
 from .safetensors_io import bf16_bits_to_f32
 from .server import InProcess
 from .interface import Target
@@ -144,6 +145,15 @@ def _uncovered(caps: dict, t: Trace) -> str:
         return "capture (the trace captures CUDA-graph buckets while requests are live; the target does not claim it)"
     if t.pad_convention not in caps.get("pad_conventions", ["minus_one"]):
         return f"pad_conventions (the trace runs under {t.pad_convention}; the target does not claim it)"
+    mix = caps.get("step_mix") or {}
+    for i, c in enumerate(t.commands if mix else []):
+        if c.op != "step":
+            continue
+        rows = [Row(slot=r["slot"], write_slot=r["write_slot"], T=r["T"], token_offset=r["token_offset"],
+                    accepted=r["accepted"], kind=r["kind"], fresh=r["fresh"], graph_tail=bool(r.get("graph_tail")),
+                    pad_sentinel=t.pad_sentinel) for r in c.msg["rows"]]
+        if why := step_mix_excess(rows, mix):
+            return f"step_mix (command {i} steps a batch that mixes more than the target's step_mix {mix} allows: {why})"
     return ""
 
 

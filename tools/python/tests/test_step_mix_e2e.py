@@ -72,3 +72,23 @@ def test_traces_that_mix_more_are_not_covered_and_the_grouped_ones_run(cli, tmp_
     assert len(grouped) == 5 and all(r["covered"] and r["ok"] for r in grouped), grouped
     assert others and all(not r["covered"] for r in others)
     assert all("mixes more than the target's step_mix (one_width+prefill_apart) allows" in r["why"] for r in others)
+
+
+def test_the_kit_replays_the_same_traces_in_process_and_leaves_the_mixed_ones_uncovered():
+    """replay_trace (in process, no CLI) agrees with `check --target`: traces that mix more than the claim are
+    not covered, naming the step mix; the grouped traces pass."""
+    import replayssm_kit as rk
+    from replayssm_kit.trace import find_traces
+    sys.path.insert(0, os.path.dirname(EXAMPLE))
+    from numpy_replay import NumpyReplay
+
+    grouped = others = 0
+    for path in find_traces(TRACES):
+        r = rk.replay_trace(path, NumpyReplay(step_mix="both"))
+        if "/grouped/" in path:
+            grouped += 1
+            assert r.covered and r.ok, (path, str(r))
+        else:
+            others += 1
+            assert not r.covered and r.not_covered.startswith("step_mix (command "), (path, r.not_covered)
+    assert grouped == 5 and others >= 10
