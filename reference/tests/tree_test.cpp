@@ -19,6 +19,7 @@
 #include "replayssm/recurrence/inputs.hpp"
 #include "replayssm/recurrence/tree.hpp"
 #include "replayssm/rng.hpp"
+#include "replayssm/testing/field_of.hpp"
 
 using namespace replayssm;
 using namespace replayssm::ref;
@@ -239,14 +240,7 @@ TEST(Tree, TheConvWindowIsMadeOfAncestors) {
 }
 
 TEST(Tree, BadTreesAndAcceptedNodesAreRefusedNamingTheField) {
-  auto field = [](auto f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return e.field();
-    }
-    return std::string("(accepted)");
-  };
+  auto field = [](auto f) { return replayssm::testing::field_of(f); };
   EXPECT_EQ(field([] { DraftTree{{0, 0}}.validate(); }), "tree.parent[0]");
   EXPECT_EQ(field([] { DraftTree{{-1, 0, 2}}.validate(); }), "tree.parent[2]");
   EXPECT_EQ(field([] { DraftTree{{-1, -1}}.validate(); }), "tree.parent[1]");

@@ -46,10 +46,11 @@ void check_window(const ModelConfig& cfg, const SequenceInputs& in, const DraftT
 
 // Every node from its parent: states[i] is S_i as the next node reads it (rounded to the state dtype after the
 // step when round_each, as a kernel that stores each node and reads the parent's slot), o row i its output.
+// recs (optional): each node's record, from the same step.
 template <class R>
 void run_tree(const ModelConfig& cfg, const LayerParams& p, const SequenceInputs& in, const std::vector<R>& S0,
               const DraftTree& tree, bool round_each, const TokenHook* hook, std::vector<R>& o,
-              std::vector<std::vector<R>>& states) {
+              std::vector<std::vector<R>>& states, std::vector<TokenRecord<R>>* recs = nullptr) {
   require(static_cast<std::int64_t>(S0.size()) == cfg.state_elems(), "checkpoint", "has ", S0.size(),
           " elements, expected HV*K*V = ", cfg.state_elems());
   const auto per_token = static_cast<std::size_t>(cfg.HV) * cfg.V;
@@ -58,7 +59,9 @@ void run_tree(const ModelConfig& cfg, const LayerParams& p, const SequenceInputs
   for (int i = 0; i < tree.size(); ++i) {
     const int par = tree.parent[static_cast<std::size_t>(i)];
     std::vector<R> S = par < 0 ? S0 : states[static_cast<std::size_t>(par)];
-    token_step<R>(cfg, p, in, i, S.data(), &o[static_cast<std::size_t>(i) * per_token], nullptr, hook);
+    TokenRecord<R>* rec = nullptr;
+    if (recs) rec = &recs->emplace_back();
+    token_step<R>(cfg, p, in, i, S.data(), &o[static_cast<std::size_t>(i) * per_token], rec, hook);
     if (round_each) round_to_state_dtype(cfg, S);
     states.push_back(std::move(S));
   }
@@ -132,15 +135,9 @@ std::vector<Record> tree_records(const ModelConfig& cfg, const LayerParams& p, c
   check_window(cfg, in, tree);
   std::vector<float> o;
   std::vector<std::vector<float>> states;
-  run_tree<float>(cfg, p, in, S0, tree, false, nullptr, o, states);
-  std::vector<Record> recs(static_cast<std::size_t>(tree.size()));
-  std::vector<float> o_t(static_cast<std::size_t>(cfg.HV) * cfg.V);
-  for (int i = 0; i < tree.size(); ++i) {  // the record of node i: its token stepped from its parent's state
-    const int par = tree.parent[static_cast<std::size_t>(i)];
-    std::vector<float> S = par < 0 ? S0 : states[static_cast<std::size_t>(par)];
-    token_step<float>(cfg, p, in, i, S.data(), o_t.data(), &recs[static_cast<std::size_t>(i)]);
-    round_record(recs[static_cast<std::size_t>(i)], record_dtype);
-  }
+  std::vector<Record> recs;  // node i's record: its token stepped from its parent's unrounded state
+  run_tree<float>(cfg, p, in, S0, tree, false, nullptr, o, states, &recs);
+  for (auto& r : recs) round_record(r, record_dtype);
   return recs;
 }
 
