@@ -3,6 +3,9 @@
 // verify reads the checkpoint and the committed history; on a flush step it first folds the history into
 // the checkpoint. Carries the teeth catalogue's ring faults.
 #include "pooled.hpp"
+
+#include <limits>
+
 #include "replayssm/error.hpp"
 #include "replayssm/recurrence/spec_ring.hpp"
 
@@ -25,9 +28,16 @@ class SpecRingTarget : public PooledTarget {
     s_.spec_ring.validate();
     require(s_.spec_ring.T >= s_.max_T, "ring.T", "must be >= max_T (", s_.max_T, "), got ", s_.spec_ring.T);
     cursors_.assign(static_cast<std::size_t>(s.num_slots), spec_ring_reset(s_.spec_ring));
+    // Every record starts as NaN poison of its shape, like the pools: a record read before any window wrote it
+    // (a cursor that ran past the live records) poisons the state the judge compares, instead of reading nothing.
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    Record poison;
+    poison.u.assign(static_cast<std::size_t>(s.cfg.HV) * s.cfg.V, nan);
+    poison.k.assign(static_cast<std::size_t>(s.cfg.H) * s.cfg.K, nan);
+    poison.g.assign(static_cast<std::size_t>(s.cfg.HV) * s.cfg.a_width(), nan);
     records_.assign(static_cast<std::size_t>(s.num_slots),
                     std::vector<std::vector<Record>>(static_cast<std::size_t>(s.cfg.num_layers),
-                                                     std::vector<Record>(static_cast<std::size_t>(s_.spec_ring.physical()))));
+                                                     std::vector<Record>(static_cast<std::size_t>(s_.spec_ring.physical()), poison)));
   }
   void allocate(std::int32_t slot) override {
     if (fault_ != Fault::StaleCursorOnSlotReuse) cursors_.at(static_cast<std::size_t>(slot)) = spec_ring_reset(s_.spec_ring);
