@@ -85,6 +85,7 @@ Capabilities Capabilities::from_json(const json& j) {
   c.capture = bool_of(j, "capture", c.capture);
   c.conv_state = bool_of(j, "conv_state", c.conv_state);
   if (j.contains("step_mix")) c.step_mix = ref::StepMix::from_json(j.at("step_mix"), p + "step_mix");
+  if (j.contains("self_check")) c.self_check = ref::SelfClaim::from_json(j.at("self_check"), p + "self_check");
   c.round_beta_to_act = bool_of(j, "round_beta_to_act", c.round_beta_to_act);
   c.copy_slot = bool_of(j, "copy_slot", c.copy_slot);
   c.bit_exact = bool_of(j, "bit_exact", c.bit_exact);
@@ -121,7 +122,7 @@ json Capabilities::to_json() const {
               {"fixture_ops", fixture_ops},      {"pad_conventions", names(pad_conventions)},
               {"graph_padding", graph_padding},  {"out_of_place_commit", out_of_place_commit},
               {"capture", capture},              {"conv_state", conv_state},
-              {"step_mix", step_mix.to_json()}};
+              {"step_mix", step_mix.to_json()},  {"self_check", self_check.to_json()}};
 }
 
 std::string Capabilities::unsupported(const ModelConfig& cfg, int max_T_wanted) const {

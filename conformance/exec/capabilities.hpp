@@ -22,7 +22,8 @@ namespace replayssm::exec {
 // 1.6 added l2norm forms named by their formula (and the forms div_norm_plus_eps, div_max_norm_eps) in `l2norms`,
 //     and the value "checkpoint" of setup.gates.
 // 1.7 added the `step_mix` capability and setup key (what one step may mix: one width, prefill apart).
-inline constexpr int kProtocolMajor = 1, kProtocolMinor = 7;
+// 1.8 added the `self_check` capability (what an implementation claims about its own paths: self_check.hpp).
+inline constexpr int kProtocolMajor = 1, kProtocolMinor = 8;
 // The protocol minor version that added the `capture` command; an implementation answering less is never sent it.
 inline constexpr int kCaptureMinor = 4;
 // The protocol minor version that added the conv component (`conv_state`); an implementation answering less is
@@ -34,6 +35,9 @@ inline constexpr int kL2normFormulaMinor = 6;
 // The protocol minor version that added `step_mix`; an implementation answering less is sent mixed steps whatever
 // it claims (and is never sent setup.step_mix).
 inline constexpr int kStepMixMinor = 7;
+// The protocol minor version that added `self_check`; an implementation answering less is judged at the default
+// claim (no check exact, fp32). Self checks themselves are ordinary calls, sent to every target that copies slots.
+inline constexpr int kSelfCheckMinor = 8;
 inline constexpr const char* kProtocolName = "replayssm.target";
 
 // What an implementation says it can do (the "capabilities" object of its hello answer).
@@ -76,6 +80,10 @@ struct Capabilities {
   // later (step_mixes()).
   ref::StepMix step_mix;
   ref::StepMix step_mixes() const { return protocol_minor >= kStepMixMinor ? step_mix : ref::StepMix{}; }
+  // Protocol 1.8: the self checks claimed bit-exact and the precision its paths may differ at (ref::SelfClaim).
+  // Only honoured for an implementation answering 1.8 or later (self_claims()).
+  ref::SelfClaim self_check;
+  ref::SelfClaim self_claims() const { return protocol_minor >= kSelfCheckMinor ? self_check : ref::SelfClaim{}; }
 
   // Reads the hello answer's "capabilities" object; Error("target.hello.capabilities.<key>").
   static Capabilities from_json(const nlohmann::json& j);

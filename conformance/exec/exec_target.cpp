@@ -86,6 +86,7 @@ class ExecTarget : public ref::Target {
   bool out_of_place_commit() const override { return conn_->caps().out_of_place_commit; }
   bool captures() const override { return conn_->caps().captures(); }
   ref::StepMix step_mix() const override { return conn_->caps().step_mixes(); }
+  ref::SelfClaim self_claim() const override { return conn_->caps().self_claims(); }
   void capture(std::int32_t rows, std::int32_t T) override {
     require(conn_->caps().captures(), "target.capture",
             conn_->caps().capture ? "the target speaks a protocol before 1.4, which has no capture command"

@@ -293,3 +293,24 @@ TEST(ExecAnswers, StepMixIsHonouredOnlyFrom1_7) {
   h["capabilities"] = {{"step_mix", true}};
   EXPECT_EQ(field_of([&] { (void)exec::parse_hello_answer(h); }), "target.hello.capabilities.step_mix");
 }
+
+// self_check is protocol 1.8: parsed strictly whatever the version, honoured only from an implementation answering
+// 1.8 (an older one is held to the default claim: no kind exact, fp32).
+TEST(ExecAnswers, SelfCheckClaimIsHonouredOnlyFrom1_8) {
+  auto h = hello();
+  h["capabilities"] = {{"self_check", {{"exact", {"repeat"}}, {"tier", "tf32"}}}};
+  h["version"] = {1, 7};
+  auto c = exec::parse_hello_answer(h);
+  EXPECT_EQ(c.self_check.tier, Tier::Tf32);
+  EXPECT_TRUE(c.self_claims().is_default());
+  h["version"] = {1, 8};
+  c = exec::parse_hello_answer(h);
+  EXPECT_EQ(c.self_claims().tier, Tier::Tf32);
+  EXPECT_EQ(c.self_claims().exact, std::set<ref::SelfCheckKind>{ref::SelfCheckKind::Repeat});
+  h["capabilities"] = {{"self_check", {{"exact", {"repeat", "shuffle"}}}}};
+  EXPECT_EQ(field_of([&] { (void)exec::parse_hello_answer(h); }), "target.hello.capabilities.self_check.exact[1]");
+  h["capabilities"] = {{"self_check", {{"tier", "fp8"}}}};
+  EXPECT_EQ(field_of([&] { (void)exec::parse_hello_answer(h); }), "target.hello.capabilities.self_check.tier");
+  h["capabilities"] = {{"self_check", "exact"}};
+  EXPECT_EQ(field_of([&] { (void)exec::parse_hello_answer(h); }), "target.hello.capabilities.self_check");
+}

@@ -153,6 +153,7 @@ FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress) {
     ref::EngineSetup ran;
     judging.work = &work;
     judging.ran_setup = &ran;
+    judging.self_checks = opt.self_checks;
     try {
       check_lifecycle(setup, opt.target, opt.fault, &last_seq, &last_reason, judging);
     } catch (const rc::detail::CaseResult& r) {

@@ -58,6 +58,7 @@ struct FuzzOptions {
   GateMix gates = GateMix::Mix;
   ConvMix conv = ConvMix::Off;
   ConvShape conv_shape;            // the conv component of the cases that carry one
+  bool self_checks = true;         // self checks in every case of a target that copies slots (self_check.hpp)
   std::string dump_dir;            // where a failing case is written ("" = current directory)
   CampaignControl control;         // shrink budget, time budget, watchdog (rc_campaign.hpp)
 };

@@ -48,6 +48,12 @@ void Coverage::add_case(const ref::EngineSetup& s, const ref::JudgedWork& w) {
   work.prefill_verify_steps += w.prefill_verify_steps;
   for (const auto& [T, ns] : w.accepted) work.accepted[T].insert(ns.begin(), ns.end());
   for (const auto& [k, n] : w.commands) work.commands[k] += n;
+  for (const auto& [k, n] : w.self_checks) work.self_checks[k] += n;
+  work.self_check_rows += w.self_check_rows;
+  if (w.self_closest_excess > work.self_closest_excess) {
+    work.self_closest_excess = w.self_closest_excess;
+    work.self_closest_at = w.self_closest_at;
+  }
   if (w.closest_excess > work.closest_excess) {
     work.closest_excess = w.closest_excess;
     work.closest_at = w.closest_at;
@@ -74,6 +80,12 @@ void Coverage::merge(const Coverage& o) {
   work.prefill_verify_steps += o.work.prefill_verify_steps;
   for (const auto& [T, ns] : o.work.accepted) work.accepted[T].insert(ns.begin(), ns.end());
   for (const auto& [k, n] : o.work.commands) work.commands[k] += n;
+  for (const auto& [k, n] : o.work.self_checks) work.self_checks[k] += n;
+  work.self_check_rows += o.work.self_check_rows;
+  if (o.work.self_closest_excess > work.self_closest_excess) {
+    work.self_closest_excess = o.work.self_closest_excess;
+    work.self_closest_at = o.work.self_closest_at;
+  }
   if (o.work.closest_excess > work.closest_excess) {
     work.closest_excess = o.work.closest_excess;
     work.closest_at = o.work.closest_at;
@@ -96,6 +108,8 @@ json Coverage::to_json() const {
               {"steps", {{"mixed_widths", work.mixed_width_steps}, {"prefill_beside_verify", work.prefill_verify_steps}}},
               {"accepted", acc},
               {"commands", work.commands},
+              {"self_checks", {{"kinds", work.self_checks}, {"rows", work.self_check_rows},
+                               {"closest_to_bound", {{"excess", work.self_closest_excess}, {"at", work.self_closest_at}}}}},
               {"closest_to_bound", {{"excess", work.closest_excess}, {"at", work.closest_at}}},
               {"full_depth", std::vector<std::string>(full_depth.begin(), full_depth.end())}};
 }
@@ -123,6 +137,12 @@ Coverage Coverage::from_json(const json& j, const std::string& field) {
     if (j.contains("steps")) {  // absent in reports written before protocol 1.7
       c.work.mixed_width_steps = j.at("steps").at("mixed_widths").get<long>();
       c.work.prefill_verify_steps = j.at("steps").at("prefill_beside_verify").get<long>();
+    }
+    if (j.contains("self_checks")) {  // absent in reports written before protocol 1.8
+      for (const auto& [k, n] : j.at("self_checks").at("kinds").items()) c.work.self_checks[k] = n.get<long>();
+      c.work.self_check_rows = j.at("self_checks").at("rows").get<long>();
+      c.work.self_closest_excess = j.at("self_checks").at("closest_to_bound").at("excess").get<double>();
+      c.work.self_closest_at = j.at("self_checks").at("closest_to_bound").at("at").get<std::string>();
     }
     if (j.contains("closest_to_bound")) {  // absent in reports written before it was recorded
       c.work.closest_excess = j.at("closest_to_bound").at("excess").get<double>();
@@ -258,6 +278,13 @@ std::vector<std::string> unmet(const std::vector<Claim>& claims, const Coverage&
   if (graph && c.work.pad_tail_rows == 0) out.push_back("graph padding: no PAD graph tail row");
   if (oop && c.work.out_of_place_rows == 0) out.push_back("out-of-place commits: none");
   if (capture && c.work.live_captures == 0) out.push_back("capture while live: none");
+  // Self checks fork by copying: every kind is required of a target that copies slots (permute needs two rows).
+  if (copy)
+    for (auto k : ref::all_self_check_kinds()) {
+      const auto it = c.work.self_checks.find(ref::to_string(k));
+      if (it == c.work.self_checks.end() || it->second == 0)
+        out.push_back("self check " + ref::to_string(k) + ": never run");
+    }
   if (conv && cases_of(c, "conv", "on") < r.min_cases_per_value)
     out.push_back("conv: " + std::to_string(cases_of(c, "conv", "on")) + " cases with the conv component (at least " +
                   std::to_string(r.min_cases_per_value) + ")");
@@ -290,6 +317,10 @@ std::string matrix_text(const Coverage& c) {
      << ", prefill beside verify " << c.work.prefill_verify_steps << "\n";
   os << "  commands:";
   for (const auto& [k, n] : c.work.commands) os << " " << k << " " << n;
+  os << "\n  self checks (the implementation against itself):";
+  if (c.work.self_checks.empty()) os << " none";
+  for (const auto& [k, n] : c.work.self_checks) os << " " << k << " " << n;
+  if (!c.work.self_checks.empty()) os << " (" << c.work.self_check_rows << " rows forked)";
   os << "\n";
   for (const auto& [dim, values] : c.matrix) {
     os << "  " << dim << ":";
@@ -305,6 +336,9 @@ std::string matrix_text(const Coverage& c) {
        << c.work.closest_at << "\n";
   else if (c.cases > 0)
     os << "  closest to the tier bound: every comparison bit-exact\n";
+  if (c.work.self_closest_excess > 0)
+    os << "  closest to a self-check bound: " << c.work.self_closest_excess << "x the bound at the worst element, in "
+       << c.work.self_closest_at << "\n";
   return os.str();
 }
 

@@ -1,7 +1,10 @@
 #include "lifecycle.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <set>
+
+#include "replayssm/rng.hpp"
 
 namespace replayssm::fuzz {
 
@@ -74,6 +77,7 @@ void LifecycleModel::apply(const Cmd& c) {
       return;
     }
     case Cmd::Kind::Capture:  // a captured bucket changes no request
+    case Cmd::Kind::SelfCheck:  // nor does a self check (its forks are free again after it)
       return;
   }
 }
@@ -381,6 +385,112 @@ rc::state::Commands<Base> with_captures(const rc::state::Commands<Base>& cmds, s
   return out;
 }
 
+// A self check on forks of live requests (self_check.hpp): the request table does not change. Valid while its
+// requests run, done prefilling, and its forks are free.
+struct SelfCheck : LifecycleCommand {
+  explicit SelfCheck(const Cmd& cmd) { c = cmd; }
+  void checkPreconditions(const LifecycleModel& m) const override {
+    const auto free = m.free_slots();
+    for (const auto& r : c.rows)
+      RC_PRE(m.reqs.count(r.req) && m.reqs.at(r.req).status == Status::Running && m.reqs.at(r.req).pending == 0);
+    for (auto f : c.forks) RC_PRE(contains(free, f));
+  }
+};
+
+// Where a self check goes: before command `at` (at == size: after the last one), or before the first command after
+// it where one can be made, its kind, how many rows it would
+// fork (as many as there are requests and free slots for), its width(s) and accepted counts drawn from `draw`
+// once the model's state at that point is known. Shown as "self_check K before command I".
+struct SelfCheckPoint {
+  std::size_t at = 0;
+  ref::SelfCheckKind kind = ref::SelfCheckKind::VerifyVsSteps;
+  std::int32_t rows = 1;
+  std::uint64_t draw = 0;
+};
+void showValue(const SelfCheckPoint& p, std::ostream& os) {
+  os << "self_check " << ref::to_string(p.kind) << " rows=" << p.rows << " before command " << p.at;
+}
+
+// Self checks for a target that copies slots: one to three per case, drawn after the sequence's own draws (and
+// the captures'), so every sequence is the one the generator makes without them.
+rc::Gen<std::vector<SelfCheckPoint>> self_check_points(std::size_t n) {
+  return rc::gen::exec([n] {
+    const auto kinds = ref::all_self_check_kinds();
+    std::vector<SelfCheckPoint> v(static_cast<std::size_t>(*uniform<int>(1, 4)));
+    for (auto& p : v)
+      p = SelfCheckPoint{*uniform<std::size_t>(0, n + 1), kinds[*uniform<std::size_t>(0, kinds.size())], *uniform<int>(1, 4),
+                         *rc::gen::resize(100, rc::gen::arbitrary<std::uint64_t>())};
+    return v;
+  });
+}
+
+// The self check a point makes in the model's state m (none when no request could be forked): rows of running
+// requests done prefilling, a free slot each, widths in [1, max_T] (verify_vs_steps: at least 2 where max_T
+// allows; one width under step_mix.one_width), accepted counts in [0, T] (verify_vs_steps: all T).
+std::optional<Cmd> self_check_at(const SelfCheckPoint& p, const LifecycleModel& m) {
+  std::vector<std::int32_t> ready;
+  for (auto id : m.with_status(Status::Running))
+    if (m.reqs.at(id).pending == 0) ready.push_back(id);
+  auto free = m.free_slots();
+  Rng rng(p.draw);
+  auto below = [&](std::uint64_t k) { return static_cast<std::int32_t>(rng.next_u64() % k); };
+  const std::int32_t rows = std::min({p.rows, static_cast<std::int32_t>(ready.size()), static_cast<std::int32_t>(free.size())});
+  const bool permute = p.kind == ref::SelfCheckKind::Permute;
+  if (rows < (permute ? 2 : 1)) return std::nullopt;
+  Cmd c;
+  c.kind = Cmd::Kind::SelfCheck;
+  c.self_check = p.kind;
+  const bool chunks = p.kind == ref::SelfCheckKind::Chunks;
+  if (chunks && m.max_T < 2) return std::nullopt;  // a window of one token has no chunks
+  const std::int32_t lo = (p.kind == ref::SelfCheckKind::VerifyVsSteps && m.max_T >= 2) || chunks ? 2 : 1;
+  const std::int32_t one = lo + below(static_cast<std::uint64_t>(m.max_T - lo + 1));
+  // chunks under one width: one chunk length for every row, a divisor of the one T below it.
+  std::vector<std::int32_t> divisors;
+  for (std::int32_t d = 1; d < one; ++d)
+    if (one % d == 0) divisors.push_back(d);
+  const std::int32_t chunk = divisors.empty() ? 0 : divisors[static_cast<std::size_t>(below(divisors.size()))];
+  for (std::int32_t i = 0; i < rows; ++i) {
+    const auto k = static_cast<std::size_t>(below(ready.size()));
+    RowSpec r;
+    r.req = ready[k];
+    ready.erase(ready.begin() + static_cast<std::ptrdiff_t>(k));
+    r.T = m.step_mix.one_width ? one : lo + below(static_cast<std::uint64_t>(m.max_T - lo + 1));
+    if (chunks) r.accepted = m.step_mix.one_width ? chunk : 1 + below(static_cast<std::uint64_t>(r.T - 1));
+    else if (p.kind == ref::SelfCheckKind::VerifyVsSteps) r.accepted = r.T;
+    else r.accepted = below(static_cast<std::uint64_t>(r.T + 1));
+    r.seed = rng.next_u64();
+    c.rows.push_back(r);
+  }
+  for (std::int32_t i = 0; i < rows; ++i) {
+    const auto k = static_cast<std::size_t>(below(free.size()));
+    c.forks.push_back(free[k]);
+    free.erase(free.begin() + static_cast<std::ptrdiff_t>(k));
+  }
+  return c;
+}
+
+rc::state::Commands<Base> with_self_checks(const rc::state::Commands<Base>& cmds, std::vector<SelfCheckPoint> points,
+                                           LifecycleModel m) {
+  std::stable_sort(points.begin(), points.end(), [](const auto& a, const auto& b) { return a.at < b.at; });
+  rc::state::Commands<Base> out;
+  std::vector<SelfCheckPoint> due;  // points reached whose self check could not be made yet: at the next command
+  std::size_t next = 0;
+  for (std::size_t i = 0; i <= cmds.size(); ++i) {
+    for (; next < points.size() && points[next].at <= i; ++next) due.push_back(points[next]);
+    std::vector<SelfCheckPoint> waiting;
+    for (const auto& p : due) {
+      if (const auto c = self_check_at(p, m)) out.push_back(std::make_shared<const SelfCheck>(*c));
+      else waiting.push_back(p);
+    }
+    due = std::move(waiting);
+    if (i < cmds.size()) {
+      out.push_back(cmds[i]);
+      dynamic_cast<const LifecycleCommand&>(*cmds[i]).apply(m);
+    }
+  }
+  return out;
+}
+
 // The stateful generator of every campaign: the abstract model's valid commands with these weights. A narrowed
 // step mix puts fewer rows in a step (one width, one kind), so its steps weigh twice as much: its cases then
 // verify about as many rows as the default mix's.
@@ -447,6 +557,8 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
     auto cmds = *command_gen(m0);
     // Only a target that claims captures is sent them: the others' cases are drawn exactly as before.
     if (captures && sut.judge.oracle().target().captures()) cmds = with_captures(cmds, *capture_points(cmds.size(), m0));
+    // Self checks fork by copying: only a target that copies slots is sent them.
+    if (m0.allow_copy && judging.self_checks) cmds = with_self_checks(cmds, *self_check_points(cmds.size()), m0);
     try {
       rc::state::runAll(cmds, m0, sut);
     } catch (...) {

@@ -76,6 +76,9 @@ struct LifecycleJudging {
   // What the case exercised and the setup it ran with (its PAD convention drawn), stored whether it passed or not.
   ref::JudgedWork* work = nullptr;
   ref::EngineSetup* ran_setup = nullptr;
+  // Self checks (self_check.hpp) in the case, for a target that copies slots: off only where a test isolates the
+  // other checks (the judge's teeth) or a user asks (fuzz --self-checks off).
+  bool self_checks = true;
 };
 
 // Runs one generated command sequence (call inside a RapidCheck property). The case's PAD convention is drawn

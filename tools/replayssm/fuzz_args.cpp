@@ -37,6 +37,11 @@ void add_fuzz_options(CLI::App* c, FuzzArgs& a) {
                 "Cases with the conv component (W = 4, SiLU, windows per slot judged after every command): off, mix "
                 "(a quarter of the cases) or on")
       ->capture_default_str();
+  c->add_option("--self-checks", a.self_checks,
+                "Self checks in the cases of a target that copies slots (the implementation against itself: one "
+                "verify of T tokens against T single-token steps, a step repeated, a batch reversed): on or off")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   c->add_option("--dims", a.dims,
                 "H,HV,K,V: run the preset's recurrence at these heads and dims instead of its own (conform's "
                 "full-depth campaigns at the smallest dimensions a target claims)");
@@ -125,6 +130,7 @@ fuzz::FuzzOptions options_for(const FuzzArgs& a, const std::string& target) {
   o.fault = ref::parse_fault(a.fault);
   o.gates = fuzz::parse_gate_mix(a.gates, "gates");
   o.conv = fuzz::parse_conv_mix(a.conv, "conv");
+  o.self_checks = a.self_checks == "on";
   o.dump_dir = a.dump_dir;
   o.control = a.control;
   return o;
@@ -164,7 +170,8 @@ std::string campaign_command(const FuzzArgs& a, const std::string& target) {
          std::to_string(a.layers) + " --cases " + std::to_string(a.cases) + " --max-commands " +
          std::to_string(a.max_commands) + " --slots " + std::to_string(a.slots) + " --max-T " + std::to_string(a.max_T) +
          " --recon " + shell_quote(a.recon) + " --ring-dtype " + shell_quote(a.ring_dtype) + " --gates " + shell_quote(a.gates) +
-         " --conv " + shell_quote(a.conv) + (a.dims.empty() ? "" : " --dims " + a.dims) + " --fault " +
+         " --conv " + shell_quote(a.conv) + (a.self_checks == "on" ? "" : " --self-checks off") +
+         (a.dims.empty() ? "" : " --dims " + a.dims) + " --fault " +
          shell_quote(a.fault) + " --seed " + std::to_string(a.seed) + overrides(a) +
          (a.export_trace.empty() ? "" : " --export-trace " + shell_quote(a.export_trace));
 }

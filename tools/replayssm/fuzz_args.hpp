@@ -30,6 +30,7 @@ struct FuzzArgs {
   std::string ring_dtype = "F32";
   std::string gates = "mix";  // mix (a quarter of the cases realistic), benign or realistic (inputs.hpp)
   std::string conv = "mix";   // off, mix (a quarter of the cases) or on: the conv component (conv_component.hpp)
+  std::string self_checks = "on";  // on or off: self checks (the implementation against itself) in every case
   std::string dims;           // "H,HV,K,V": the preset's heads and dims replaced (--dims); "" = the preset's
   std::string fault = "none";
   std::string dump_dir = ".";

@@ -65,7 +65,7 @@ cmp -s "$WORK/c/tiny-gdn__conv__commit_T4_n2.safetensors" "$ROOT/fixtures/conv/t
 [ $rc -eq 1 ] || fail "conv fuzz with a fault of the full-state design: expected exit 1, got $rc"
 "$BIN" conv fuzz --cases 20 --fault conv_rollback_to_window >/dev/null 2>&1; rc=$?
 [ $rc -eq 2 ] || fail "conv fuzz with a fault outside the chosen design: expected exit 2, got $rc"
-"$BIN" fuzz --target replay --preset tiny-gdn --cases 100 --fault off_by_one_accepted --dump-dir "$WORK/e" \
+"$BIN" fuzz --target replay --preset tiny-gdn --cases 100 --conv off --fault off_by_one_accepted --dump-dir "$WORK/e" \
   --export-trace "$WORK/e/case.safetensors" >/dev/null 2>&1; rc=$?
 [ $rc -eq 1 ] && [ -s "$WORK/e/case.safetensors" ] || fail "fuzz --export-trace wrote no trace (rc $rc)"
 "$BIN" check "$WORK/e/case.safetensors" >/dev/null || fail "an exported trace does not check clean"

@@ -23,6 +23,7 @@ const char* kind_name(Cmd::Kind k) {
     case Cmd::Kind::Preempt: return "preempt";
     case Cmd::Kind::Resume: return "resume";
     case Cmd::Kind::Capture: return "capture";
+    case Cmd::Kind::SelfCheck: return "self_check";
   }
   return "?";
 }
@@ -52,6 +53,15 @@ nlohmann::json Cmd::to_json() const {
       j["graph"] = graph;
       j["T"] = capture_T;
       break;
+    case Kind::SelfCheck: {
+      auto rs = nlohmann::json::array();
+      for (const auto& r : rows)
+        rs.push_back({{"req", r.req}, {"T", r.T}, {"accepted", r.accepted}, {"seed", std::to_string(r.seed)}});
+      j["check"] = to_string(self_check);
+      j["rows"] = rs;
+      j["forks"] = forks;
+      break;
+    }
     default:
       j["req"] = req;
       j["req2"] = req2;
@@ -75,7 +85,8 @@ Cmd Cmd::from_json(const nlohmann::json& j, const std::string& field) {
   Cmd c;
   const std::string& k = json_string(require_key(j, "kind", field), field + ".kind");
   bool found = false;
-  for (auto kk : {Kind::Admit, Kind::Step, Kind::Finish, Kind::Continue, Kind::Copy, Kind::Preempt, Kind::Resume, Kind::Capture})
+  for (auto kk : {Kind::Admit, Kind::Step, Kind::Finish, Kind::Continue, Kind::Copy, Kind::Preempt, Kind::Resume,
+                  Kind::Capture, Kind::SelfCheck})
     if (k == kind_name(kk)) {
       c.kind = kk;
       found = true;
@@ -108,6 +119,22 @@ Cmd Cmd::from_json(const nlohmann::json& j, const std::string& field) {
     require_only_keys(j, {"kind", "graph", "T"}, field);
     c.graph = static_cast<std::int32_t>(json_int(require_key(j, "graph", field), field + ".graph", 1, kI32Max));
     c.capture_T = static_cast<std::int32_t>(json_int(require_key(j, "T", field), field + ".T", 1, kI32Max));
+  } else if (c.kind == Kind::SelfCheck) {
+    require_only_keys(j, {"kind", "check", "rows", "forks"}, field);
+    c.self_check = parse_self_check_kind(json_string(require_key(j, "check", field), field + ".check"), field + ".check");
+    const nlohmann::json& rows = require_key(j, "rows", field);
+    require(rows.is_array() && !rows.empty(), field + ".rows", "must be a non-empty array of rows");
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const std::string rf = field + ".rows[" + std::to_string(i) + "]";
+      require_only_keys(rows[i], {"req", "T", "accepted", "seed"}, rf);
+      c.rows.push_back(RowSpec{i32(rows[i], "req", rf, 0), i32(rows[i], "T", rf, 1), i32(rows[i], "accepted", rf, 0), 0,
+                               seed(rows[i], rf)});
+    }
+    const nlohmann::json& forks = require_key(j, "forks", field);
+    require(forks.is_array() && forks.size() == rows.size(), field + ".forks", "must be an array of ", rows.size(),
+            " slots (one per row)");
+    for (std::size_t i = 0; i < forks.size(); ++i)
+      c.forks.push_back(static_cast<std::int32_t>(json_int(forks[i], field + ".forks[" + std::to_string(i) + "]", 0, kI32Max)));
   } else {
     require_only_keys(j, {"kind", "req", "req2", "slot", "prompt", "seed"}, field);
     c.req = i32(j, "req", field, 0);
@@ -133,6 +160,12 @@ std::string Cmd::str() const {
     if (graph > 0) os << " graph=" << graph << (stale_tail ? " stale-tail" : " pad-tail");
   } else if (kind == Kind::Capture) {
     os << " rows=" << graph << " T=" << capture_T;
+  } else if (kind == Kind::SelfCheck) {
+    os << " " << to_string(self_check) << " [";
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      os << (i ? ", " : "") << "req" << rows[i].req << " T=" << rows[i].T << " n=" << rows[i].accepted;
+    os << "] forks=";
+    for (std::size_t i = 0; i < forks.size(); ++i) os << (i ? "," : "") << forks[i];
   } else {
     os << " req" << req;
     if (kind == Kind::Copy) os << " -> req" << req2;

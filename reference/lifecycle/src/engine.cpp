@@ -79,6 +79,7 @@ void Engine::clear_last() {
   last_target_rows_.clear();
   last_inputs_.clear();
   last_conv_outputs_.clear();
+  last_self_check_.clear();
   step_writes_ = StepWrites{};
 }
 
@@ -99,6 +100,7 @@ std::vector<std::vector<float>> Engine::execute(const Cmd& c) {
     case Cmd::Kind::Resume: resume(c); return {};
     case Cmd::Kind::Step: break;  // handled above
     case Cmd::Kind::Capture: capture(c); return {};
+    case Cmd::Kind::SelfCheck: self_check(c); return {};
   }
   fail("cmd.kind", "unknown command kind");
 }

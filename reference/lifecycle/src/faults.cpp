@@ -52,6 +52,7 @@ const std::vector<FaultInfo>& fault_table() {
       {Fault::PadOutputsFromZeroState, "pad_outputs_from_zero_state", {"replay"}},
       {Fault::FullStateCopyOffByOne, "full_state_copy_off_by_one", {"full_state"}},
       {Fault::L2normEpsOutsideSqrt, "l2norm_eps_outside_sqrt", {"replay"}},
+      {Fault::DecodePathDrift, "decode_path_drift", {"full_state"}},
   };
   return t;
 }
@@ -112,6 +113,8 @@ bool shared_engine_fault(Fault f) { return f == Fault::StopTokenPlusOne; }
 bool oracle_shares_fault(Fault f) { return f == Fault::FullStateCopyOffByOne; }
 
 bool sut_engine_fault(Fault f) { return f == Fault::EarlyStopCommitsWholeRun || f == Fault::RequestStaysAfterStop; }
+
+bool self_check_fault(Fault f) { return f == Fault::DecodePathDrift; }
 
 bool conv_fault(Fault f) {
   switch (f) {

@@ -25,6 +25,7 @@ constexpr CheckName kCheckNames[] = {
     {Check::StatesAfterStep, "states_after_step"}, {Check::UntouchedAfterStep, "untouched_after_step"},
     {Check::ConvOutputs, "conv_outputs"}, {Check::ConvWindows, "conv_windows"},
     {Check::ConvUntouched, "conv_untouched"}, {Check::Bookkeeping, "bookkeeping"},
+    {Check::SelfConsistency, "self_consistency"},
 };
 }  // namespace
 
@@ -67,6 +68,11 @@ void Judge::count_work(const Cmd& c) {
         ++work_.live_captures;
         break;
       }
+    return;
+  }
+  if (c.kind == Cmd::Kind::SelfCheck) {
+    ++work_.self_checks[to_string(c.self_check)];
+    work_.self_check_rows += static_cast<long>(c.rows.size());
     return;
   }
   if (c.kind != Cmd::Kind::Step) return;
@@ -169,6 +175,15 @@ std::string Judge::apply(const Cmd& c) {
       sut_.execute(c);
     } catch (const Error& e) {
       return std::string("implementation raised an error the oracle did not: ") + e.what();
+    }
+    if (c.kind == Cmd::Kind::SelfCheck) {
+      std::string why;
+      try {
+        why = run_check(Check::SelfConsistency, "self_check", [&] { return check_self(c); });
+      } catch (const Error& e) {
+        why = std::string("implementation failed while its self check was read: ") + e.what();
+      }
+      if (!why.empty()) return why;
     }
     return after_last_call(c, to_string(c.kind).c_str(), before_o, before_s, windows_before, conv_before_o,
                            conv_before_s);

@@ -67,11 +67,16 @@ from replayssm_kit.target import (CONV_FIXTURE_OPS, FIXTURE_OPS, Row, Rows, Targ
 # one_width_unclaimed and prefill_apart_unclaimed are a kernel that takes one width per launch, or keeps prefill
 # chunks apart from verify rows, and refuses any other step without claiming the narrowing (step_mix, protocol
 # 1.7): the judge's steps mix widths and kinds unless told otherwise, so the refusal is a failure. The same
-# kernel that claims it (--step-mix) is CONFORMANT.
+# kernel that claims it (--step-mix) is CONFORMANT. decode_path_drift is a separate T = 1 decode kernel beside
+# the verify kernel whose state update is (1 - 2^-10) of the verify kernel's (a decay computed another way), in an
+# implementation that claims the bf16 tier: every single-token commit lands about 1e-3 of the state's scale away,
+# inside the tier, and only the judge's self check (one verify of T tokens against T single-token steps of the same
+# implementation, protocol 1.8) catches it.
+DECODE_DRIFT = 2.0 ** -10
 STEP_MIX_FAULTS = {"one_width_unclaimed": {"one_width": True}, "prefill_apart_unclaimed": {"prefill_apart": True}}
 FAULTS = ("off_by_one_accepted", "pad_row_writes_slot0", "writes_gap", "graph_tail_processed",
           "width_capped_at_8", "strided_index_as_contiguous", "capture_writes_live_state",
-          "l2norm_eps_outside_sqrt", "commit_one_call_late") + tuple(STEP_MIX_FAULTS) + FIXTURE_FAULTS + SLOT_FAULTS
+          "l2norm_eps_outside_sqrt", "commit_one_call_late", "decode_path_drift") + tuple(STEP_MIX_FAULTS) + FIXTURE_FAULTS + SLOT_FAULTS
 # --step-mix: what the example's kernel takes in one step, claimed as the step_mix capability.
 STEP_MIXES = {"any": {}, "one_width": {"one_width": True}, "prefill_apart": {"prefill_apart": True},
               "both": {"one_width": True, "prefill_apart": True}}
@@ -98,6 +103,8 @@ class NumpyReplay(Target):
             caps.update(act_dtypes=["BF16"], state_dtypes=["BF16"], fixture_ops=["mtp_verify"])
         if self.step_mix:
             caps["step_mix"] = dict(self.step_mix)
+        if self.fault == "decode_path_drift":  # the claim under which the drift stays inside the tier
+            caps["tier"] = "bf16"
         return caps
 
     def _all_capabilities(self) -> dict:
@@ -105,7 +112,9 @@ class NumpyReplay(Target):
                 "bit_exact": False, "pad_outputs_zero": True, "design": "replay", "copy_slot": True,
                 "l2norms": ["rsqrt_mul", "div_sqrt"], "kda_gates": ["softplus", "lower_bound_sigmoid"],
                 "pad_conventions": ["minus_one", "null_block", "pad_slot"], "graph_padding": True,
-                "out_of_place_commit": True, "fixture_ops": list(FIXTURE_OPS + CONV_FIXTURE_OPS), "capture": True}
+                "out_of_place_commit": True, "fixture_ops": list(FIXTURE_OPS + CONV_FIXTURE_OPS), "capture": True,
+                # Every row is computed apart from the others, the same way each time (protocol 1.8).
+                "self_check": {"exact": ["repeat", "permute"], "tier": "fp32"}}
 
     def _kernel_rows(self, rows) -> list:
         """The rows as the kernel sees them: slot and write_slot read from the kit's index arrays (rows.index,
@@ -232,6 +241,9 @@ class NumpyReplay(Target):
                 continue  # nothing committed: the slot's bytes stay as they are
             for l in range(self.L):
                 self._replay(l, r.slot, r.write_slot, payload[l][i], n)
+                if self.fault == "decode_path_drift" and r.T == 1:  # the decode kernel's own state update
+                    S = self._get(l, r.write_slot)
+                    self._put(l, r.write_slot, (S * np.float32(1.0 - DECODE_DRIFT)).astype(np.float32))
 
     def capture(self, rows: int, T: int) -> None:
         """A new bucket warmed up on dummy inputs: `rows` PAD rows of T tokens through the step, outputs and

@@ -16,6 +16,8 @@ CAPTURE_MINOR = 4  # the protocol minor version that added the `capture` command
 CONV_STATE_MINOR = 5  # the protocol minor version that added the conv component (`conv_state`, conv_* commands)
 L2NORM_FORMULA_MINOR = 6  # the minor version that added l2norm forms by formula (and the forms beyond rsqrt_mul, div_sqrt)
 STEP_MIX_MINOR = 7  # the minor version that added `step_mix` (what one step may mix: one width, prefill apart)
+SELF_CHECK_MINOR = 8  # the minor version that added `self_check` (what an implementation claims about its own paths)
+SELF_CHECKS = ("verify_vs_steps", "repeat", "permute")  # the judge's self checks (docs/lifecycle.md, "Self checks")
 CONV_METHODS = ("conv_step", "conv_commit", "conv_committed_state", "conv_pool")
 
 
@@ -38,7 +40,10 @@ class Target:
         conv_state (default: true when the four conv_* methods are overridden; sent only to a judge speaking 1.5
         or later), step_mix ({"one_width": bool, "prefill_apart": bool}, default both false: a kernel that takes
         one width per launch or keeps prefill chunks and verify rows in different launches; sent only to a judge
-        speaking 1.7 or later, and the kit refuses a step that mixes more than claimed). Missing
+        speaking 1.7 or later, and the kit refuses a step that mixes more than claimed), self_check ({"exact":
+        [names of SELF_CHECKS whose two paths are bit-identical], "tier": "fp32" | "tf32" | "bf16", the precision
+        the implementation's own paths may differ at}, default none exact and fp32; sent only to a judge speaking
+        1.8 or later: an older one holds every implementation to the default). Missing
         keys take the protocol's defaults; the generator produces only what is covered."""
         return {}
 

@@ -18,7 +18,7 @@ from .convert import ConversionError, to_wire
 from .protocol import (PROTOCOL_NAME, VERSION, Frame, ProtocolError, digest64, digest_rows, hex64, parse_hex64,
                        read_frame, write_frame)
 from .interface import (CAPTURE_MINOR, CONV_FIXTURE_OPS, CONV_FIXTURE_OPS_MINOR, CONV_METHODS, CONV_STATE_MINOR,
-                        L2NORM_FORMULA_MINOR, STEP_MIX_MINOR,
+                        L2NORM_FORMULA_MINOR, SELF_CHECK_MINOR, SELF_CHECKS, STEP_MIX_MINOR,
                         FIXTURE_OPS, Target)
 from .rows import STEP_MIX_KEYS, TargetError, step_mix_excess
 from .session import Session, integer, parse_rows
@@ -102,6 +102,17 @@ class _Loop:
         self.step_mix = dict(mix)
         if v[1] < STEP_MIX_MINOR:
             caps.pop("step_mix", None)
+        claim = caps.get("self_check", {})
+        tiers = ("fp32", "tf32", "bf16")
+        if (not isinstance(claim, dict) or any(k not in ("exact", "tier") for k in claim)
+                or claim.get("tier", "fp32") not in tiers
+                or not isinstance(claim.get("exact", []), (list, tuple))
+                or any(x not in SELF_CHECKS for x in claim.get("exact", []))
+                or len(set(claim.get("exact", []))) != len(claim.get("exact", []))):
+            raise TargetError("capabilities.self_check", f"must be {{\"exact\": [distinct names of {list(SELF_CHECKS)}], "
+                                                         f"\"tier\": one of {list(tiers)}}}, got {claim!r}")
+        if v[1] < SELF_CHECK_MINOR:  # a judge before 1.8 knows no self_check: it holds every target to the default
+            caps.pop("self_check", None)
         # A judge before 1.6 knows only the named forms rsqrt_mul, div_sqrt and none: other claims are left out.
         if v[1] < L2NORM_FORMULA_MINOR and "l2norms" in caps:
             caps["l2norms"] = [n for n in caps["l2norms"] if n in ("rsqrt_mul", "div_sqrt", "none")]

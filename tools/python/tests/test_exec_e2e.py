@@ -29,8 +29,10 @@ def test_the_example_passes_its_campaign(cli, preset, tmp_path):
 
 
 # The shrunk sequence's first command: a request is admitted first, except where all-PAD captured steps that
-# fill the index buffer with stale rows come first (graph_tail_processed).
-@pytest.mark.parametrize("fault,caught_by,first", [("off_by_one_accepted", "committed state differs", "admit req0"),
+# fill the index buffer with stale rows come first (graph_tail_processed). off_by_one_accepted is caught first by a
+# self check (one verify of T tokens commits T - 1, T single-token steps commit none: the target disagrees with
+# itself before any commit of a live request shows the difference from the oracle).
+@pytest.mark.parametrize("fault,caught_by,first", [("off_by_one_accepted", "self check verify_vs_steps", "admit req0"),
                                                    ("writes_gap", "gap after slot", "admit req0"),
                                                    ("graph_tail_processed", "PAD row outputs are not zero", "")])
 def test_a_seeded_fault_fails_with_the_shrunk_case_and_a_replay_line_that_reproduces_it(cli, fault, caught_by, first,

@@ -106,7 +106,7 @@ def session(target, *commands, expect_status=0):
 
 def test_hello_answers_version_and_capabilities_then_shutdown():
     a = session(Fake(), HELLO, {"op": "shutdown"})
-    assert a[0].msg["ok"] and a[0].msg["protocol"] == "replayssm.target" and a[0].msg["version"] == [1, 7]
+    assert a[0].msg["ok"] and a[0].msg["protocol"] == "replayssm.target" and a[0].msg["version"] == [1, 8]
     caps = a[0].msg["capabilities"]
     assert caps["name"] == "fake" and caps["max_T"] == 4
     assert caps["copy_slot"] is False  # Fake does not override copy_slot
@@ -135,8 +135,8 @@ def test_an_unknown_major_version_is_refused_and_ends_the_session():
     assert a[0].msg["error"]["field"] == "version" and "major version 2" in a[0].msg["error"]["message"]
     a = session(Fake(), {**HELLO, "protocol": "other"}, expect_status=1)
     assert a[0].msg["error"]["field"] == "protocol"
-    a = session(Fake(), {**HELLO, "version": [1, 8]}, {"op": "shutdown"})  # a newer minor is fine
-    assert a[0].msg["ok"] and a[0].msg["version"] == [1, 7]
+    a = session(Fake(), {**HELLO, "version": [1, 9]}, {"op": "shutdown"})  # a newer minor is fine
+    assert a[0].msg["ok"] and a[0].msg["version"] == [1, 8]
 
 
 def test_commands_out_of_order_and_unknown_ones_are_error_answers():
@@ -469,3 +469,26 @@ def test_step_mix_excess_names_what_a_step_mixes():
     assert "pad a prefill step" in step_mix_excess([p, pad], {"prefill_apart": True})
     assert step_mix_excess([v, pad], {"prefill_apart": True}) == ""
     assert "one width" in step_mix_excess([v, Row(**{**v.__dict__, "T": 3})], {"one_width": True})
+
+
+def test_self_check_is_claimed_to_a_1_8_judge_and_malformed_claims_are_refused():
+    """self_check (1.8): passed to a judge speaking 1.8, left out for an older one (which holds the target to the
+    default claim); a malformed claim is refused naming the field."""
+
+    class Claims(Fake):
+        def capabilities(self):
+            return {"name": "self", "self_check": {"exact": ["repeat", "permute"], "tier": "tf32"}}
+
+    new = session(Claims(), {**HELLO, "version": [1, 8]}, {"op": "shutdown"})
+    assert new[0].msg["ok"] and new[0].msg["capabilities"]["self_check"] == {"exact": ["repeat", "permute"],
+                                                                              "tier": "tf32"}
+    old = session(Claims(), {**HELLO, "version": [1, 7]}, {"op": "shutdown"})
+    assert old[0].msg["ok"] and "self_check" not in old[0].msg["capabilities"]
+
+    for bad in ({"exact": ["reorder"]}, {"exact": ["repeat", "repeat"]}, {"tier": "fp16"}, {"exactly": []},
+                ["repeat"], {"exact": "repeat"}):
+        class Bad(Fake):
+            def capabilities(self, bad=bad):
+                return {"self_check": bad}
+        a = session(Bad(), {**HELLO, "version": [1, 8]}, {"op": "shutdown"})
+        assert not a[0].msg["ok"] and a[0].msg["error"]["field"] == "capabilities.self_check", (bad, a[0].msg)

@@ -18,7 +18,11 @@ class FullStateTarget : public PooledTarget {
   }
   std::string name() const override { return "full_state"; }
   std::string design() const override { return "full_state"; }
-  bool bit_exact() const override { return true; }
+  // Under DecodePathDrift the target claims the bf16 tier, the drift inside it (a kernel's claim, not the oracle's).
+  bool bit_exact() const override { return fault_ != Fault::DecodePathDrift; }
+  Tolerance tolerance(const std::vector<double>& term_scale, bool state) const override {
+    return tier_tolerance(kDecodeDriftTier, s_.cfg, term_scale, state);
+  }
 
   std::vector<std::vector<float>> step(const std::vector<TargetRow>& wire,
                                        const std::vector<SequenceInputs>& inputs) override {
@@ -42,9 +46,24 @@ class FullStateTarget : public PooledTarget {
       for (auto& r : batch_.rows)
         if (r.accepted >= 1) r.accepted -= 1;
     batch::commit_copy(batch_, layers(&scratch_, nullptr));
+    if (fault_ == Fault::DecodePathDrift) drift_single_token_commits();
   }
 
  private:
+  // DecodePathDrift: every committed single-token verify row's state scaled by (1 - kDecodeDrift), then stored at
+  // the state dtype, as a separate decode kernel with its own decay would leave it.
+  void drift_single_token_commits() {
+    for (const auto& r : batch_.rows) {
+      if (r.T != 1 || r.accepted != 1 || r.write_slot == kPadSlot) continue;
+      for (std::int32_t l = 0; l < s_.cfg.num_layers; ++l) {
+        auto S = get(l, r.write_slot);
+        for (auto& x : S) x = static_cast<float>(x * (1.0 - kDecodeDrift));
+        round_to_state_dtype(s_.cfg, S);
+        put(l, r.write_slot, S);
+      }
+    }
+  }
+
   Fault fault_;
   batch::Batch batch_;
   std::vector<std::vector<float>> scratch_;  // [layer][rows * max_T * HV*K*V]

@@ -25,6 +25,9 @@ class PooledTarget : public Target {
   bool out_of_place_commit() const override { return true; }
   // A captured bucket is warmed up as PAD rows over scratch of its own (capture.cpp): no slot is addressed.
   bool captures() const override { return true; }
+  // Every row of a step is computed apart from the others, the same way every time: a step repeated on copies,
+  // or with its rows reordered, gives the same bits.
+  SelfClaim self_claim() const override { return {{SelfCheckKind::Repeat, SelfCheckKind::Permute}, Tier::Fp32}; }
   void capture(std::int32_t rows, std::int32_t T) override;
   // Copies every layer's checkpoint and conv window (the whole per-slot state of a pooled target).
   void copy_slot(std::int32_t src, std::int32_t dst) override;

@@ -1,5 +1,5 @@
 // replayssm/lifecycle/command.hpp — the lifecycle commands a judged run is made of (admit, step, finish,
-// continue, copy, preempt, resume, capture), with their JSON form (stored in replayable fuzz dumps) and a one-line
+// continue, copy, preempt, resume, capture, self_check), with their JSON form (stored in replayable fuzz dumps) and a one-line
 // description for reports.
 #pragma once
 
@@ -8,6 +8,8 @@
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
+
+#include "replayssm/lifecycle/self_check.hpp"
 
 namespace replayssm::ref {
 
@@ -23,7 +25,7 @@ struct RowSpec {
 };
 
 struct Cmd {
-  enum class Kind : std::uint8_t { Admit, Step, Finish, Continue, Copy, Preempt, Resume, Capture };
+  enum class Kind : std::uint8_t { Admit, Step, Finish, Continue, Copy, Preempt, Resume, Capture, SelfCheck };
   Kind kind = Kind::Step;
   std::int32_t req = 0;         // Admit/Finish/Continue/Copy(src)/Preempt/Resume
   std::int32_t req2 = 0;        // Copy: destination request id
@@ -42,6 +44,11 @@ struct Cmd {
   std::int32_t graph = 0;
   bool stale_tail = false;
   std::int32_t capture_T = 0;  // Capture: the window of every row of the captured step, in [1, max_T]
+  // SelfCheck (self_check.hpp): the check, its rows (req, T, accepted and seed; every request running and done
+  // prefilling, each once) and one free slot per row, forks[i] for row i: copied from the request's slot before
+  // each path (path A, then a fresh copy for path B). The request table does not change; the forks are free after.
+  SelfCheckKind self_check = SelfCheckKind::VerifyVsSteps;
+  std::vector<std::int32_t> forks;
 
   nlohmann::json to_json() const;
   // Reads to_json()'s form strictly: every key of the kind's form required and no other, integers as JSON
@@ -49,7 +56,8 @@ struct Cmd {
   // as full-match decimal uint64 text. Error("<field>.<key>", e.g. "cmd.rows[2].seed") otherwise. A row's
   // "to_slot" (integer >= 0) is written only for an out-of-place commit. A step's
   // "graph" (integer >= 0) and "stale_tail" (boolean) are written only for a captured step (graph > 0) and
-  // read as a pair: both or neither. A capture is {"kind": "capture", "graph": C >= 1, "T": T >= 1}.
+  // read as a pair: both or neither. A capture is {"kind": "capture", "graph": C >= 1, "T": T >= 1}. A self check
+  // is {"kind": "self_check", "check": name, "rows": [{"req", "T", "accepted", "seed"}], "forks": [slots >= 0]}.
   static Cmd from_json(const nlohmann::json& j, const std::string& field = "cmd");
   std::string str() const;
 };

@@ -80,6 +80,19 @@ class Engine {
   const std::vector<SequenceInputs>& last_inputs() const { return last_inputs_; }
   const std::vector<std::vector<float>>& last_conv_outputs() const { return last_conv_outputs_; }
 
+  // The last self check's two paths, per row in the command's order (a SelfCheck command, self_check.hpp; empty
+  // after any other command).
+  struct SelfCheckRow {
+    std::int32_t req = 0, slot = kPadSlot;             // the forked request and its slot
+    std::int32_t fork = kPadSlot;                       // the free slot both paths ran in (a fresh copy each)
+    std::int32_t T = 0, accepted = 0;                   // the window and the row's accepted field
+    std::int32_t committed = 0;                         // the count each path committed (T for verify_vs_steps, chunks)
+    std::vector<SequenceInputs> tokens;                 // [layer] the row's T tokens
+    std::vector<std::vector<float>> out_a, out_b;       // [layer] outputs [T, HV, V] of each path
+    std::vector<std::vector<float>> state_a, state_b;   // [layer] the committed state after each path
+  };
+  const std::vector<SelfCheckRow>& last_self_check() const { return last_self_check_; }
+
   // Recomputes a request's committed state from its history with the plain recurrence (zero start state,
   // rounding to the state dtype at the end of every committed call): the oracle's own self-check.
   std::vector<float> recompute(std::int32_t req, std::int32_t layer) const;
@@ -109,6 +122,9 @@ class Engine {
   void clear_last();
   // A CUDA-graph bucket captured while requests are live (Target::capture): it changes no request.
   void capture(const Cmd& c);
+  // A self check (self_check_run.cpp): forks every row's request into its free slot and runs both paths there.
+  void self_check(const Cmd& c);
+  std::vector<SelfCheckRow> last_self_check_;
 
   PackedStep pack_step(const Cmd& c) const;
   // Pads a packed step to the captured size c.graph (graph_tail rows: the persistent buffer's stale rows or

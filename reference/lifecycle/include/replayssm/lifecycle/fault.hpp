@@ -15,6 +15,7 @@
 
 #include "replayssm/recurrence/gdn.hpp"
 #include "replayssm/recurrence/mtp.hpp"
+#include "replayssm/tier.hpp"
 
 namespace replayssm::ref {
 
@@ -85,7 +86,14 @@ enum class Fault : std::uint8_t {
   L2normEpsOutsideSqrt,       // q and k normalised as x / (sqrt(sum(x^2)) + eps) under a configuration that
                               // names another form: equal up to rounding unless sum(x^2) is near eps, so only
                               // inputs at checkpoint sizes (q, k rows of norm ~1e-3) show it at a tolerance tier
+  DecodePathDrift,            // a separate T = 1 decode kernel beside the verify kernel, its state update (1 - 2^-10)
+                              // of the verify kernel's (a decay computed another way): each single-token commit
+                              // lands about 1e-3 of the state's scale away, inside the bf16 tier the faulty
+                              // full_state target then claims (kDecodeDriftTier)                  [SelfConsistency]
 };
+// The relative drift of DecodePathDrift's single-token commits, and the tier its target claims against the oracle.
+inline constexpr double kDecodeDrift = 0x1p-10;
+inline constexpr Tier kDecodeDriftTier = Tier::Bf16;
 // The compiled window of WidthCappedAt8 (1 + 7 drafts): only windows of T > 8 (widths 9..12 and up) see it.
 inline constexpr std::int32_t kFaultWidthCap = 8;
 std::string to_string(Fault f);
@@ -104,6 +112,9 @@ bool oracle_shares_fault(Fault f);
 bool sut_engine_fault(Fault f);
 // The verify-path perturbation of a fault (OutputBeforeUpdate), nullptr for every other fault.
 const TokenHook* verify_fault_hook(Fault f);
+// Faults only a self check can see (Check::SelfConsistency: DecodePathDrift): inside the tier the target claims,
+// so no comparison with the oracle (a campaign's, or a trace's replay) shows them.
+bool self_check_fault(Fault f);
 // Faults of the conv component: only cases with EngineSetup::conv can show them.
 bool conv_fault(Fault f);
 // The ring reconstruction a fault lives in (decay_weights_factored: closed_form), or none: a campaign or

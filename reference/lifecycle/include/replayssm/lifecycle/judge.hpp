@@ -26,6 +26,12 @@
 //      rounded to the conv state dtype: data movement, exact at every tier); every conv window outside the
 //      command's write set, every window whose commit had n = 0 (every design), the read slot of an
 //      out-of-place commit and every gap bitwise unchanged.
+// A self check (Cmd::Kind::SelfCheck, self_check.hpp) is judged after its last call with checks 2 and 4 (its forks
+// are its write set) and:
+//   7. the implementation against itself: for every row and layer, path A's outputs and committed state against
+//      path B's, bit for bit where the target claims the check exact (Target::self_claim), else within
+//      self_check_bound; the oracle's own two paths must pass the same bound (else the oracle or the bound is
+//      wrong, reported as such). The forks' values are not compared with the oracle: every ordinary step is.
 #pragma once
 
 #include <map>
@@ -61,6 +67,7 @@ enum class Check : std::uint8_t {
   ConvWindows,         // 6: committed conv windows against the truth of each history
   ConvUntouched,       // 6: conv windows outside the write set, n = 0 and read slots, gaps
   Bookkeeping,         // the generator's independent bookkeeping model (reference/fuzz/lifecycle.cpp)
+  SelfConsistency,     // 7: a self check's two paths of the implementation against each other
 };
 std::string to_string(Check c);                // "outputs", "pad_zeros", ...
 Check parse_check(const std::string& s);       // Error("check") listing the names
@@ -76,10 +83,15 @@ struct JudgedWork {
   long mixed_width_steps = 0, prefill_verify_steps = 0;
   std::map<int, std::set<int>> accepted;         // verify width T -> accepted counts committed
   std::map<std::string, long> commands;          // command kind -> count ("admit", "step", ...)
+  std::map<std::string, long> self_checks;       // self check kind -> count ("verify_vs_steps", ...)
+  long self_check_rows = 0;                      // rows forked by self checks
   // The closest a tolerance-based comparison came to its bound: the largest worst-element excess
   // (|got - ref| / bound) over the comparisons made, and what was compared there; 0 when everything was exact.
   double closest_excess = 0;
   std::string closest_at;
+  // The same for the self checks' bounds (self_check.hpp), apart from the tier's.
+  double self_closest_excess = 0;
+  std::string self_closest_at;
   long real_rows() const { return verify_rows + prefill_rows; }
 };
 
@@ -145,6 +157,9 @@ class Judge {
   std::string check_conv_outputs(const Windows& windows_before) const;
   std::string check_conv_windows() const;
   std::string check_conv_untouched(const Cmd& c, const Outputs& conv_before_o, const Outputs& conv_before_s) const;
+  // Check 7 (judge_self.cpp): the last self check's paths, on the implementation and on the oracle.
+  std::string check_self(const Cmd& c) const;
+  std::string compare_paths(const Engine& e, const Cmd& c, const SelfClaim& claim, const char* who) const;
   // term_scale: per element (empty when the comparison is exact).
   CompareReport compare_values(const std::vector<float>& ref, const std::vector<float>& got, bool state,
                                const std::vector<double>& term_scale) const;

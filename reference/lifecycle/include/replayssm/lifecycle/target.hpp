@@ -27,6 +27,7 @@
 #include "replayssm/config.hpp"
 #include "replayssm/lifecycle/conv_component.hpp"
 #include "replayssm/lifecycle/fault.hpp"
+#include "replayssm/lifecycle/self_check.hpp"
 #include "replayssm/recurrence/gdn.hpp"
 #include "replayssm/recurrence/inputs.hpp"
 #include "replayssm/recurrence/mtp.hpp"
@@ -192,6 +193,9 @@ class Target {
   // What one step may mix for this target (StepMix; default: everything). Campaigns run its cases under this
   // mix (EngineSetup::step_mix) and traces that mix more are not covered.
   virtual StepMix step_mix() const { return {}; }
+  // What the target claims about its own paths (SelfClaim, self_check.hpp; protocol 1.8): the self checks it
+  // claims bit-exact and the precision its paths may differ at. Default: none exact, fp32.
+  virtual SelfClaim self_claim() const { return {}; }
 
   // --- the optional conv component (conv_component.hpp; EngineSetup::conv) -------------------------------
   // Whether the target keeps a conv window per slot and layer. Only then may a setup carry `conv`; the
