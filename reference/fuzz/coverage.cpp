@@ -278,13 +278,16 @@ std::vector<std::string> unmet(const std::vector<Claim>& claims, const Coverage&
   if (graph && c.work.pad_tail_rows == 0) out.push_back("graph padding: no PAD graph tail row");
   if (oop && c.work.out_of_place_rows == 0) out.push_back("out-of-place commits: none");
   if (capture && c.work.live_captures == 0) out.push_back("capture while live: none");
-  // Self checks fork by copying: every kind is required of a target that copies slots (permute needs two rows).
-  if (copy)
-    for (auto k : ref::all_self_check_kinds()) {
-      const auto it = c.work.self_checks.find(ref::to_string(k));
-      if (it == c.work.self_checks.end() || it->second == 0)
-        out.push_back("self check " + ref::to_string(k) + ": never run");
-    }
+  // Self checks: every kind the campaign could draw is required. They fork by copying, chunks excepted (a slot
+  // allocated for a new prompt, T >= 2); permute needs two requests running and two free slots.
+  for (auto k : ref::all_self_check_kinds()) {
+    const bool chunks = k == ref::SelfCheckKind::Chunks;
+    if (chunks ? max_T < 2 : !copy) continue;
+    const auto it = c.work.self_checks.find(ref::to_string(k));
+    if (it == c.work.self_checks.end() || it->second == 0)
+      out.push_back("self check " + ref::to_string(k) + ": never run" +
+                    (k == ref::SelfCheckKind::Permute ? " (it needs two running requests and two free slots)" : ""));
+  }
   if (conv && cases_of(c, "conv", "on") < r.min_cases_per_value)
     out.push_back("conv: " + std::to_string(cases_of(c, "conv", "on")) + " cases with the conv component (at least " +
                   std::to_string(r.min_cases_per_value) + ")");

@@ -411,11 +411,12 @@ void showValue(const SelfCheckPoint& p, std::ostream& os) {
   os << "self_check " << ref::to_string(p.kind) << " rows=" << p.rows << " before command " << p.at;
 }
 
-// Self checks for a target that copies slots: one to three per case, drawn after the sequence's own draws (and
+// Self checks: one to three per case (for a target that does not copy slots, chunks only), drawn after the sequence's own draws (and
 // the captures'), so every sequence is the one the generator makes without them.
-rc::Gen<std::vector<SelfCheckPoint>> self_check_points(std::size_t n) {
-  return rc::gen::exec([n] {
-    const auto kinds = ref::all_self_check_kinds();
+rc::Gen<std::vector<SelfCheckPoint>> self_check_points(std::size_t n, bool copies) {
+  return rc::gen::exec([n, copies] {
+    // Only chunks forks no request (its fork is a slot allocated for a new prompt): all a non-copying target gets.
+    const auto kinds = copies ? ref::all_self_check_kinds() : std::vector<ref::SelfCheckKind>{ref::SelfCheckKind::Chunks};
     std::vector<SelfCheckPoint> v(static_cast<std::size_t>(*uniform<int>(1, 4)));
     for (auto& p : v)
       p = SelfCheckPoint{*uniform<std::size_t>(0, n + 1), kinds[*uniform<std::size_t>(0, kinds.size())], *uniform<int>(1, 4),
@@ -557,8 +558,8 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
     auto cmds = *command_gen(m0);
     // Only a target that claims captures is sent them: the others' cases are drawn exactly as before.
     if (captures && sut.judge.oracle().target().captures()) cmds = with_captures(cmds, *capture_points(cmds.size(), m0));
-    // Self checks fork by copying: only a target that copies slots is sent them.
-    if (m0.allow_copy && judging.self_checks) cmds = with_self_checks(cmds, *self_check_points(cmds.size()), m0);
+    // Self checks fork by copying (chunks excepted): a target that does not copy slots is sent chunks only.
+    if (judging.self_checks) cmds = with_self_checks(cmds, *self_check_points(cmds.size(), m0.allow_copy), m0);
     try {
       rc::state::runAll(cmds, m0, sut);
     } catch (...) {
