@@ -247,3 +247,22 @@ TEST(SelfCheck, CampaignsDrawEveryKindAndCoverageRequiresThem) {
   for (auto k : ref::all_self_check_kinds())
     EXPECT_NE(all.find("self check " + ref::to_string(k) + ": never run"), std::string::npos) << all;
 }
+
+TEST(SelfCheck, TheTwoPathsCommittedConvWindowsAreComparedBitForBit) {
+  // conv_column_off_by_one keeps the checkpoint's window at n = 1: path B's single-token commits leave a window
+  // path A's one commit of T moves. With the judge's conv checks off, only the self check's window comparison sees it.
+  auto s = setup_of("tiny-gdn");
+  s.conv = ref::make_conv_setup(s.cfg, 11, 4, DType::F32, ref::ConvActivation::Silu, true);
+  auto cmds = two_ready();
+  cmds.push_back(self_check(SelfCheckKind::VerifyVsSteps, {row(0, 4, 4)}, {0}));
+  const std::set<ref::Check> conv_off{ref::Check::ConvOutputs, ref::Check::ConvWindows, ref::Check::ConvUntouched};
+  EXPECT_EQ(judge_run(s, "replay", ref::Fault::None, cmds), "");
+  const std::string why = judge_run(s, "replay", ref::Fault::ConvColumnOffByOne, cmds, conv_off);
+  EXPECT_NE(why.find("committed conv windows of its two paths differ"), std::string::npos) << why;
+  EXPECT_EQ(judge_run(s, "replay", ref::Fault::ConvColumnOffByOne, cmds, [&] {
+              auto all = conv_off;
+              all.insert(ref::Check::SelfConsistency);
+              return all;
+            }()),
+            "");
+}

@@ -32,6 +32,14 @@ std::string Judge::compare_paths(const Engine& e, const Cmd& c, const SelfClaim&
   for (const auto& x : run)
     for (std::int32_t l = 0; l < cfg.num_layers; ++l) {
       const auto L = static_cast<std::size_t>(l);
+      // The committed conv windows: data movement (the last W - 1 raw inputs at the window dtype), the same bits
+      // on both paths at every tier and claim.
+      if (L < x.conv_a.size() && L < x.conv_b.size() && !bitwise_equal(x.conv_a[L], x.conv_b[L])) {
+        const CompareReport rep = compare(x.conv_a[L], x.conv_b[L], Tolerance::exact());
+        return "self check " + to_string(c.self_check) + ": " + who + "'s committed conv windows of its two paths " +
+               "differ (fork slot " + std::to_string(x.fork) + ", request " + std::to_string(x.req) + ", layer " +
+               std::to_string(l) + "): " + rep.str();
+      }
       // The forks' common start: the request's committed state (the oracle's, for the magnitudes only), or for
       // chunks: a fresh prompt's, from a zero state.
       const auto S0 = c.self_check == SelfCheckKind::Chunks

@@ -63,11 +63,13 @@ void Engine::self_check(const Cmd& c) {
       if (c.self_check != SelfCheckKind::Chunks) target_->copy_slot(x.slot, x.fork);
     }
   };
-  // The forks' committed states after a path.
+  // The forks' committed states (and conv windows) after a path.
   auto states = [&](bool path_b) {
     for (auto& x : run)
-      for (std::int32_t l = 0; l < cfg.num_layers; ++l)
+      for (std::int32_t l = 0; l < cfg.num_layers; ++l) {
         (path_b ? x.state_b : x.state_a).push_back(target_->committed_state(l, x.fork));
+        if (setup_.conv) (path_b ? x.conv_b : x.conv_a).push_back(target_->conv_committed_state(l, x.fork));
+      }
   };
   const bool prefill = c.self_check == SelfCheckKind::Chunks;
   // One step and its commit: the rows of `order` in their forks, each with tokens [j * w, (j + 1) * w) of its

@@ -90,6 +90,7 @@ class Engine {
     std::vector<SequenceInputs> tokens;                 // [layer] the row's T tokens
     std::vector<std::vector<float>> out_a, out_b;       // [layer] outputs [T, HV, V] of each path
     std::vector<std::vector<float>> state_a, state_b;   // [layer] the committed state after each path
+    std::vector<std::vector<float>> conv_a, conv_b;     // [layer] the committed conv window after each path (conv on)
   };
   const std::vector<SelfCheckRow>& last_self_check() const { return last_self_check_; }
 

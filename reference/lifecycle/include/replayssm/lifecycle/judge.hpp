@@ -31,7 +31,8 @@
 //   7. the implementation against itself: for every row and layer, path A's outputs and committed state against
 //      path B's, bit for bit where the target claims the check exact (Target::self_claim), else within
 //      self_check_bound; the oracle's own two paths must pass the same bound (else the oracle or the bound is
-//      wrong, reported as such). The forks' values are not compared with the oracle: every ordinary step is.
+//      wrong, reported as such); with the conv component, the two paths' committed conv windows bit for bit (data
+//      movement). The forks' values are not compared with the oracle: every ordinary step is.
 #pragma once
 
 #include <map>
