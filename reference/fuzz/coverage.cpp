@@ -286,7 +286,8 @@ std::vector<std::string> unmet(const std::vector<Claim>& claims, const Coverage&
     const auto it = c.work.self_checks.find(ref::to_string(k));
     if (it == c.work.self_checks.end() || it->second == 0)
       out.push_back("self check " + ref::to_string(k) + ": never run" +
-                    (k == ref::SelfCheckKind::Permute ? " (it needs two running requests and two free slots)" : ""));
+                    (k == ref::SelfCheckKind::Permute ? " (with self checks on, it needs two running requests and two free slots)"
+                                                       : ""));
   }
   if (conv && cases_of(c, "conv", "on") < r.min_cases_per_value)
     out.push_back("conv: " + std::to_string(cases_of(c, "conv", "on")) + " cases with the conv component (at least " +

@@ -38,8 +38,9 @@ void add_fuzz_options(CLI::App* c, FuzzArgs& a) {
                 "(a quarter of the cases) or on")
       ->capture_default_str();
   c->add_option("--self-checks", a.self_checks,
-                "Self checks in the cases of a target that copies slots (the implementation against itself: one "
-                "verify of T tokens against T single-token steps, a step repeated, a batch reversed): on or off")
+                "Self checks in every case (the implementation against itself: one verify of T tokens against T "
+                "single-token steps, a step repeated, a batch reversed, one prefill chunk against several; a target "
+                "that does not copy slots gets the last only): on or off")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   c->add_option("--dims", a.dims,
