@@ -21,7 +21,26 @@ const char* path_b_name(SelfCheckKind k) {
 }
 }  // namespace
 
-std::string Judge::compare_paths(const Engine& e, const Cmd& c, const SelfClaim& claim, const char* who) const {
+std::vector<std::vector<TermScales>> Judge::self_check_scales(const Cmd& c) const {
+  const auto& cfg = oracle_.setup().cfg;
+  std::vector<std::vector<TermScales>> scales;
+  for (const auto& x : oracle_.last_self_check()) {
+    scales.emplace_back();
+    for (std::int32_t l = 0; l < cfg.num_layers; ++l) {
+      const auto L = static_cast<std::size_t>(l);
+      // The forks' common start: the request's committed state (the oracle's, for the magnitudes only), or for
+      // chunks: a fresh prompt's, from a zero state.
+      const auto S0 = c.self_check == SelfCheckKind::Chunks
+                          ? std::vector<float>()
+                          : oracle_.target().committed_state(l, oracle_.requests().at(x.req).slot);
+      scales.back().push_back(term_scales(cfg, oracle_.setup().params[L], S0, x.tokens[L]));
+    }
+  }
+  return scales;
+}
+
+std::string Judge::compare_paths(const Engine& e, const Cmd& c, const SelfClaim& claim, const char* who,
+                                 const std::vector<std::vector<TermScales>>& scales) const {
   const auto& cfg = oracle_.setup().cfg;
   const auto& run = e.last_self_check();
   require(run.size() == c.rows.size(), "self_check", who, " ran ", run.size(), " of the self check's ", c.rows.size(),
@@ -29,8 +48,9 @@ std::string Judge::compare_paths(const Engine& e, const Cmd& c, const SelfClaim&
   const bool exact = claim.exact.count(c.self_check) > 0;
   const std::size_t per = static_cast<std::size_t>(cfg.HV) * cfg.V;
   const std::size_t head = static_cast<std::size_t>(cfg.K) * cfg.V;
-  for (const auto& x : run)
+  for (std::size_t i = 0; i < run.size(); ++i)
     for (std::int32_t l = 0; l < cfg.num_layers; ++l) {
+      const auto& x = run[i];
       const auto L = static_cast<std::size_t>(l);
       // The committed conv windows: data movement (the last W - 1 raw inputs at the window dtype), the same bits
       // on both paths at every tier and claim.
@@ -40,12 +60,7 @@ std::string Judge::compare_paths(const Engine& e, const Cmd& c, const SelfClaim&
                "differ (fork slot " + std::to_string(x.fork) + ", request " + std::to_string(x.req) + ", layer " +
                std::to_string(l) + "): " + rep.str();
       }
-      // The forks' common start: the request's committed state (the oracle's, for the magnitudes only), or for
-      // chunks: a fresh prompt's, from a zero state.
-      const auto S0 = c.self_check == SelfCheckKind::Chunks
-                          ? std::vector<float>()
-                          : oracle_.target().committed_state(l, oracle_.requests().at(x.req).slot);
-      const TermScales ts = term_scales(cfg, oracle_.setup().params[L], S0, x.tokens[L]);
+      const TermScales& ts = scales.at(i).at(L);
       for (const bool state : {false, true}) {
         const auto& a = state ? x.state_a[L] : x.out_a[L];
         const auto& b = state ? x.state_b[L] : x.out_b[L];
@@ -92,10 +107,12 @@ std::string Judge::compare_paths(const Engine& e, const Cmd& c, const SelfClaim&
 
 std::string Judge::check_self(const Cmd& c) const {
   // The oracle first: a failure there is this project's (its oracle, or a bound too tight), never the target's.
-  const std::string mine = compare_paths(oracle_, c, SelfClaim{}, "the oracle");
+  // Both engines ran the same rows on the same tokens: one set of term scales serves both comparisons.
+  const auto scales = self_check_scales(c);
+  const std::string mine = compare_paths(oracle_, c, SelfClaim{}, "the oracle", scales);
   if (!mine.empty())
     return "the oracle's own paths disagree (a fault of this project's oracle or of its self-check bound): " + mine;
-  return compare_paths(sut_, c, sut_.target().self_claim(), "the implementation");
+  return compare_paths(sut_, c, sut_.target().self_claim(), "the implementation", scales);
 }
 
 }  // namespace replayssm::ref

@@ -160,7 +160,10 @@ class Judge {
   std::string check_conv_untouched(const Cmd& c, const Outputs& conv_before_o, const Outputs& conv_before_s) const;
   // Check 7 (judge_self.cpp): the last self check's paths, on the implementation and on the oracle.
   std::string check_self(const Cmd& c) const;
-  std::string compare_paths(const Engine& e, const Cmd& c, const SelfClaim& claim, const char* who) const;
+  // The term scales of every row and layer of the last self check ([row][layer]), from the oracle's run.
+  std::vector<std::vector<TermScales>> self_check_scales(const Cmd& c) const;
+  std::string compare_paths(const Engine& e, const Cmd& c, const SelfClaim& claim, const char* who,
+                            const std::vector<std::vector<TermScales>>& scales) const;
   // term_scale: per element (empty when the comparison is exact).
   CompareReport compare_values(const std::vector<float>& ref, const std::vector<float>& got, bool state,
                                const std::vector<double>& term_scale) const;
