@@ -83,6 +83,10 @@ Capabilities Capabilities::from_json(const json& j) {
   c.graph_padding = bool_of(j, "graph_padding", c.graph_padding);
   c.out_of_place_commit = bool_of(j, "out_of_place_commit", c.out_of_place_commit);
   c.capture = bool_of(j, "capture", c.capture);
+  c.graph_replay = bool_of(j, "graph_replay", c.graph_replay);
+  require(!c.graph_replay || (c.capture && c.graph_padding), p + "graph_replay",
+          "is claimed without ", c.capture ? "graph_padding" : "capture",
+          ": a replayed bucket is one the implementation captured, run as a captured batch with a graph tail");
   c.conv_state = bool_of(j, "conv_state", c.conv_state);
   if (j.contains("step_mix")) c.step_mix = ref::StepMix::from_json(j.at("step_mix"), p + "step_mix");
   if (j.contains("self_check")) c.self_check = ref::SelfClaim::from_json(j.at("self_check"), p + "self_check");
@@ -122,7 +126,8 @@ json Capabilities::to_json() const {
               {"fixture_ops", fixture_ops},      {"pad_conventions", names(pad_conventions)},
               {"graph_padding", graph_padding},  {"out_of_place_commit", out_of_place_commit},
               {"capture", capture},              {"conv_state", conv_state},
-              {"step_mix", step_mix.to_json()},  {"self_check", self_check.to_json()}};
+              {"step_mix", step_mix.to_json()},  {"self_check", self_check.to_json()},
+              {"graph_replay", graph_replay}};
 }
 
 std::string Capabilities::unsupported(const ModelConfig& cfg, int max_T_wanted) const {

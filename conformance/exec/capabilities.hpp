@@ -23,7 +23,8 @@ namespace replayssm::exec {
 //     and the value "checkpoint" of setup.gates.
 // 1.7 added the `step_mix` capability and setup key (what one step may mix: one width, prefill apart).
 // 1.8 added the `self_check` capability (what an implementation claims about its own paths: self_check.hpp).
-inline constexpr int kProtocolMajor = 1, kProtocolMinor = 8;
+// 1.9 added the `graph_replay` capability and the `replay` field of step and commit (a captured bucket replayed).
+inline constexpr int kProtocolMajor = 1, kProtocolMinor = 9;
 // The protocol minor version that added the `capture` command; an implementation answering less is never sent it.
 inline constexpr int kCaptureMinor = 4;
 // The protocol minor version that added the conv component (`conv_state`); an implementation answering less is
@@ -38,6 +39,9 @@ inline constexpr int kStepMixMinor = 7;
 // The protocol minor version that added `self_check`; an implementation answering less is judged at the default
 // claim (no check exact, fp32). Self checks themselves are ordinary calls, sent to every target that copies slots.
 inline constexpr int kSelfCheckMinor = 8;
+// The protocol minor version that added `graph_replay` (the `replay` field of step and commit); an implementation
+// answering less is never sent a replay, whatever it claims.
+inline constexpr int kGraphReplayMinor = 9;
 inline constexpr const char* kProtocolName = "replayssm.target";
 
 // What an implementation says it can do (the "capabilities" object of its hello answer).
@@ -84,6 +88,10 @@ struct Capabilities {
   // Only honoured for an implementation answering 1.8 or later (self_claims()).
   ref::SelfClaim self_check;
   ref::SelfClaim self_claims() const { return protocol_minor >= kSelfCheckMinor ? self_check : ref::SelfClaim{}; }
+  // Protocol 1.9: told which steps replay a captured bucket (step and commit carry `replay`); needs capture and
+  // graph_padding (from_json refuses the claim without them). Only honoured from 1.9 (graph_replays()).
+  bool graph_replay = false;
+  bool graph_replays() const { return graph_replay && captures() && graph_padding && protocol_minor >= kGraphReplayMinor; }
 
   // Reads the hello answer's "capabilities" object; Error("target.hello.capabilities.<key>").
   static Capabilities from_json(const nlohmann::json& j);

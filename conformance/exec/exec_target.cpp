@@ -87,6 +87,14 @@ class ExecTarget : public ref::Target {
   bool captures() const override { return conn_->caps().captures(); }
   ref::StepMix step_mix() const override { return conn_->caps().step_mixes(); }
   ref::SelfClaim self_claim() const override { return conn_->caps().self_claims(); }
+  bool graph_replay() const override { return conn_->caps().graph_replays(); }
+  // The next step or commit carries "replay": {"rows", "T"} (protocol 1.9).
+  void replaying(std::int32_t rows, std::int32_t T) override {
+    require(conn_->caps().graph_replays(), "target.step.replay",
+            conn_->caps().graph_replay ? "the target speaks a protocol before 1.9, which has no graph replay"
+                                       : "the target does not claim the graph_replay capability");
+    replay_ = json{{"rows", rows}, {"T", T}};
+  }
   void capture(std::int32_t rows, std::int32_t T) override {
     require(conn_->caps().captures(), "target.capture",
             conn_->caps().capture ? "the target speaks a protocol before 1.4, which has no capture command"
@@ -155,6 +163,7 @@ class ExecTarget : public ref::Target {
     Frame f;
     f.msg = json{{"op", "step"}, {"rows", ref::rows_to_json(rows, true)}, {"total_tokens", N},
                  {"live_rows", live_rows(rows)}};
+    take_replay(f);
     for (std::size_t l = 0; l < inputs.size(); ++l) {
       const auto& in = inputs[l];
       const std::string sfx = "." + std::to_string(l);
@@ -176,6 +185,7 @@ class ExecTarget : public ref::Target {
   void commit(const std::vector<ref::TargetRow>& rows) override {
     Frame f;
     f.msg = json{{"op", "commit"}, {"rows", ref::rows_to_json(rows, false)}, {"live_rows", live_rows(rows)}};
+    take_replay(f);
     mutate(f, "commit");
   }
 
@@ -241,6 +251,12 @@ class ExecTarget : public ref::Target {
     conv_mirror_.invalidate();
     return conn_->call(f, op);
   }
+  // Moves the announced replay (replaying) into the step or commit message f.
+  void take_replay(Frame& f) {
+    if (replay_.is_null()) return;
+    f.msg["replay"] = std::move(replay_);
+    replay_ = json();
+  }
   void simple(json msg, const std::string& op) {
     Frame f;
     f.msg = std::move(msg);
@@ -256,6 +272,7 @@ class ExecTarget : public ref::Target {
   mutable std::vector<bool> mirror_valid_;                          // no mutating command since the fetch
   mutable std::map<std::pair<std::int32_t, std::int32_t>, CachedState> states_;
   mutable ConvPoolMirror conv_mirror_;
+  json replay_;  // the bucket the next step or commit replays (null: none)
 };
 
 }  // namespace

@@ -314,3 +314,21 @@ TEST(ExecAnswers, SelfCheckClaimIsHonouredOnlyFrom1_8) {
   h["capabilities"] = {{"self_check", "exact"}};
   EXPECT_EQ(field_of([&] { (void)exec::parse_hello_answer(h); }), "target.hello.capabilities.self_check");
 }
+
+TEST(ExecAnswers, GraphReplayIsHonouredOnlyFrom1_9WithCaptureAndGraphPadding) {
+  auto h = hello();
+  h["capabilities"] = {{"capture", true}, {"graph_padding", true}, {"graph_replay", true}};
+  h["version"] = {1, 8};
+  auto c = exec::parse_hello_answer(h);
+  EXPECT_TRUE(c.graph_replay);
+  EXPECT_FALSE(c.graph_replays());  // a 1.8 implementation is never sent a replay
+  h["version"] = {1, 9};
+  EXPECT_TRUE(exec::parse_hello_answer(h).graph_replays());
+  EXPECT_TRUE(exec::parse_hello_answer(h).to_json().at("graph_replay").get<bool>());
+  h["capabilities"] = {{"capture", true}, {"graph_replay", true}};  // no graph padding
+  EXPECT_EQ(field_of([&] { (void)exec::parse_hello_answer(h); }), "target.hello.capabilities.graph_replay");
+  h["capabilities"] = {{"graph_padding", true}, {"graph_replay", true}};  // no capture
+  EXPECT_EQ(field_of([&] { (void)exec::parse_hello_answer(h); }), "target.hello.capabilities.graph_replay");
+  h["capabilities"] = {{"capture", true}, {"graph_padding", true}, {"graph_replay", "yes"}};
+  EXPECT_EQ(field_of([&] { (void)exec::parse_hello_answer(h); }), "target.hello.capabilities.graph_replay");
+}

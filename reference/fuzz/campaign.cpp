@@ -23,7 +23,7 @@ nlohmann::json FuzzReport::to_json() const {
   return nlohmann::json{{"target", target},   {"op", op}, {"covered", covered}, {"not_covered", not_covered},
                         {"cases_passed", cases_passed}, {"failed", failed},
                         {"reason", reason},   {"check", check}, {"call", call},
-                        {"counterexample", counterexample},
+                        {"counterexample", counterexample}, {"sequence", sequence},
                         {"reproduce", reproduce}, {"dump_path", dump_path}, {"seconds", seconds},
                         {"cases_per_second", cases_per_second}, {"ended_by", ended_by},
                         {"shrink_steps", shrink_steps}, {"envelope", envelope.to_json()},
@@ -116,6 +116,10 @@ FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress) {
     if (!probe->captures())
       rep.not_covered += (rep.not_covered.empty() ? "" : "; ") +
                          std::string("capture while live (the target does not claim the capture capability)");
+    if (!probe->graph_replay() || !probe->captures() || !probe->graph_padding())
+      rep.not_covered += (rep.not_covered.empty() ? "" : "; ") +
+                         std::string("captured graphs replayed (the target does not claim graph_replay, with capture and "
+                                     "graph_padding)");
   }
   if (opt.fault != ref::Fault::None) {
     const auto ts = ref::fault_targets(opt.fault);
@@ -190,6 +194,7 @@ FuzzReport run_fuzz(const FuzzOptions& opt, std::ostream* progress) {
     rep.check = last_check ? ref::to_string(*last_check) : "";
     rep.call = last_call;
     rep.counterexample = r.counterexample;
+    for (const auto& c : last_seq) rep.sequence.push_back(c.str());
     // The campaign is deterministic in (options, seed); the dump replays the shrunk case alone.
     rep.reproduce = "--seed " + std::to_string(opt.seed);
     rep.dump_path = failure_dump_path(opt.dump_dir, "", opt.target, opt.seed);

@@ -74,6 +74,9 @@ struct FuzzReport {
   std::string check;               // the judge's check that failed it (ref::to_string(Check)), "" for an error
   std::string call;                // the call it judged: "step", "commit", a command kind, or "bookkeeping"
   std::string counterexample;      // RapidCheck's description of the shrunk case
+  // The shrunk case's commands as the judge executed them (Cmd::str), ending with the failing one: the generated
+  // sequence with the captures, self checks and graph replays the case inserted into it.
+  std::vector<std::string> sequence;
   std::string reproduce;           // RC_PARAMS reproduce string
   std::string dump_path;           // replayable safetensors file of the shrunk case
   double seconds = 0;

@@ -50,6 +50,10 @@ void Coverage::add_case(const ref::EngineSetup& s, const ref::JudgedWork& w) {
   for (const auto& [k, n] : w.commands) work.commands[k] += n;
   for (const auto& [k, n] : w.self_checks) work.self_checks[k] += n;
   work.self_check_rows += w.self_check_rows;
+  work.graph_replays += w.graph_replays;
+  work.replays_other_slots += w.replays_other_slots;
+  work.replays_other_live_rows += w.replays_other_live_rows;
+  work.replays_other_accepted += w.replays_other_accepted;
   if (w.self_closest_excess > work.self_closest_excess) {
     work.self_closest_excess = w.self_closest_excess;
     work.self_closest_at = w.self_closest_at;
@@ -82,6 +86,10 @@ void Coverage::merge(const Coverage& o) {
   for (const auto& [k, n] : o.work.commands) work.commands[k] += n;
   for (const auto& [k, n] : o.work.self_checks) work.self_checks[k] += n;
   work.self_check_rows += o.work.self_check_rows;
+  work.graph_replays += o.work.graph_replays;
+  work.replays_other_slots += o.work.replays_other_slots;
+  work.replays_other_live_rows += o.work.replays_other_live_rows;
+  work.replays_other_accepted += o.work.replays_other_accepted;
   if (o.work.self_closest_excess > work.self_closest_excess) {
     work.self_closest_excess = o.work.self_closest_excess;
     work.self_closest_at = o.work.self_closest_at;
@@ -110,6 +118,9 @@ json Coverage::to_json() const {
               {"commands", work.commands},
               {"self_checks", {{"kinds", work.self_checks}, {"rows", work.self_check_rows},
                                {"closest_to_bound", {{"excess", work.self_closest_excess}, {"at", work.self_closest_at}}}}},
+              {"graph_replays", {{"replays", work.graph_replays}, {"other_slots", work.replays_other_slots},
+                                 {"other_live_rows", work.replays_other_live_rows},
+                                 {"other_accepted", work.replays_other_accepted}}},
               {"closest_to_bound", {{"excess", work.closest_excess}, {"at", work.closest_at}}},
               {"full_depth", std::vector<std::string>(full_depth.begin(), full_depth.end())}};
 }
@@ -143,6 +154,13 @@ Coverage Coverage::from_json(const json& j, const std::string& field) {
       c.work.self_check_rows = j.at("self_checks").at("rows").get<long>();
       c.work.self_closest_excess = j.at("self_checks").at("closest_to_bound").at("excess").get<double>();
       c.work.self_closest_at = j.at("self_checks").at("closest_to_bound").at("at").get<std::string>();
+    }
+    if (j.contains("graph_replays")) {  // absent in reports written before protocol 1.9
+      const auto& g = j.at("graph_replays");
+      c.work.graph_replays = g.at("replays").get<long>();
+      c.work.replays_other_slots = g.at("other_slots").get<long>();
+      c.work.replays_other_live_rows = g.at("other_live_rows").get<long>();
+      c.work.replays_other_accepted = g.at("other_accepted").get<long>();
     }
     if (j.contains("closest_to_bound")) {  // absent in reports written before it was recorded
       c.work.closest_excess = j.at("closest_to_bound").at("excess").get<double>();
@@ -179,7 +197,7 @@ void need_values(std::vector<std::string>& out, const Coverage& c, const Require
 std::vector<std::string> unmet(const std::vector<Claim>& claims, const Coverage& c, const Requirements& r) {
   std::vector<std::string> out;
   int max_T = 0;
-  bool copy = false, graph = false, oop = false, capture = false, conv = false;
+  bool copy = false, graph = false, oop = false, capture = false, conv = false, replay = false;
   bool mixes_widths = false, mixes_kinds = false;  // some claim lets one step mix them
   for (const auto& cl : claims) {
     const auto& e = cl.envelope;
@@ -203,6 +221,7 @@ std::vector<std::string> unmet(const std::vector<Claim>& claims, const Coverage&
     graph = graph || e.graph_padding;
     oop = oop || e.out_of_place;
     capture = capture || e.capture;
+    replay = replay || e.graph_replay;
     conv = conv || e.conv;
     mixes_widths = mixes_widths || !e.step_mix.one_width;
     mixes_kinds = mixes_kinds || !e.step_mix.prefill_apart;
@@ -278,6 +297,13 @@ std::vector<std::string> unmet(const std::vector<Claim>& claims, const Coverage&
   if (graph && c.work.pad_tail_rows == 0) out.push_back("graph padding: no PAD graph tail row");
   if (oop && c.work.out_of_place_rows == 0) out.push_back("out-of-place commits: none");
   if (capture && c.work.live_captures == 0) out.push_back("capture while live: none");
+  // Captured buckets replayed: each value a graph could keep from its first replay changed on a later one.
+  if (replay && c.work.graph_replays == 0) out.push_back("captured graphs replayed: none");
+  if (replay && c.work.graph_replays > 0) {
+    if (c.work.replays_other_slots == 0) out.push_back("captured graphs replayed: never with other slots");
+    if (c.work.replays_other_live_rows == 0) out.push_back("captured graphs replayed: never with another live row count");
+    if (c.work.replays_other_accepted == 0) out.push_back("captured graphs replayed: never with other accepted counts");
+  }
   // Self checks: every kind the campaign could draw is required. They fork by copying, chunks excepted (a slot
   // allocated for a new prompt, T >= 2); permute needs two requests running and two free slots.
   for (auto k : ref::all_self_check_kinds()) {
@@ -321,6 +347,9 @@ std::string matrix_text(const Coverage& c) {
      << ", prefill beside verify " << c.work.prefill_verify_steps << "\n";
   os << "  commands:";
   for (const auto& [k, n] : c.work.commands) os << " " << k << " " << n;
+  os << "\n  captured graphs replayed: " << c.work.graph_replays << " (other slots " << c.work.replays_other_slots
+     << ", another live row count " << c.work.replays_other_live_rows << ", other accepted counts "
+     << c.work.replays_other_accepted << " than the bucket's first replay)";
   os << "\n  self checks (the implementation against itself):";
   if (c.work.self_checks.empty()) os << " none";
   for (const auto& [k, n] : c.work.self_checks) os << " " << k << " " << n;

@@ -47,7 +47,8 @@ nlohmann::json Envelope::to_json() const {
                         {"max_T", max_T},                    {"pad_conventions", names(pad_conventions)},
                         {"copy_slot", copy},                 {"graph_padding", graph_padding},
                         {"out_of_place_commit", out_of_place}, {"capture", capture},
-                        {"conv_state", conv},                {"step_mix", step_mix.to_json()}};
+                        {"conv_state", conv},                {"step_mix", step_mix.to_json()},
+                        {"graph_replay", graph_replay}};
 }
 
 Envelope Envelope::from_json(const nlohmann::json& j, const std::string& field) {
@@ -88,6 +89,7 @@ Envelope Envelope::from_json(const nlohmann::json& j, const std::string& field) 
   e.out_of_place = flag("out_of_place_commit");
   e.capture = flag("capture");
   e.conv = flag("conv_state");
+  if (j.contains("graph_replay")) e.graph_replay = flag("graph_replay");  // from 1.9
   if (j.contains("step_mix")) e.step_mix = ref::StepMix::from_json(j.at("step_mix"), field + ".step_mix");  // from 1.7
   return e;
 }
@@ -112,6 +114,7 @@ Envelope probe_envelope(const ref::Target& t, const ModelConfig& base, int max_T
   e.graph_padding = t.graph_padding();
   e.out_of_place = t.out_of_place_commit();
   e.capture = t.captures();
+  e.graph_replay = t.graph_replay() && t.captures() && t.graph_padding();
   e.conv = t.conv_state();
   e.step_mix = t.step_mix();
   return e;

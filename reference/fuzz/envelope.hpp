@@ -26,6 +26,7 @@ struct Envelope {
   int max_T = 0;                     // the widest window covered (0: the base configuration is not covered)
   std::vector<ref::PadConvention> pad_conventions;
   bool copy = false, graph_padding = false, out_of_place = false, capture = false, conv = false;
+  bool graph_replay = false;         // replays of captured buckets (Target::graph_replay, protocol 1.9)
   ref::StepMix step_mix;             // what one step may mix (Target::step_mix)
   bool covered() const { return max_T > 0; }
   nlohmann::json to_json() const;

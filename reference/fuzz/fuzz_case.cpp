@@ -97,6 +97,7 @@ void check_command(const ref::Cmd& c, const ref::EngineSetup& s, const std::stri
     for (std::size_t i = 0; i < c.rows.size(); ++i)
       require(c.rows[i].to_slot < s.num_slots, f + ".rows[" + std::to_string(i) + "].to_slot", "is ", c.rows[i].to_slot,
               ", outside [0, num_slots = ", s.num_slots, ")");
+    require(c.replay_T <= s.max_T, f + ".replay_T", "is ", c.replay_T, ", more than max_T = ", s.max_T);
     for (std::size_t i = 0; i < c.rows.size(); ++i)
       require(c.rows[i].T <= s.max_T, f + ".rows[" + std::to_string(i) + "].T", "is ", c.rows[i].T,
               ", more than max_T = ", s.max_T);

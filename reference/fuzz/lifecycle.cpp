@@ -76,7 +76,9 @@ void LifecycleModel::apply(const Cmd& c) {
       next_id = std::max(next_id, c.req2 + 1);
       return;
     }
-    case Cmd::Kind::Capture:  // a captured bucket changes no request
+    case Cmd::Kind::Capture:  // a captured bucket changes no request; later steps may replay it
+      captured.insert({c.graph, c.capture_T});
+      return;
     case Cmd::Kind::SelfCheck:  // nor does a self check (its forks are free again after it)
       return;
   }
@@ -385,6 +387,85 @@ rc::state::Commands<Base> with_captures(const rc::state::Commands<Base>& cmds, s
   return out;
 }
 
+// A step that replays a captured bucket (Cmd::replay_T, protocol 1.9): a Step whose rows were drawn once the
+// model's state was known (with_graph_replays). Valid while its bucket is captured and its requests run, done
+// prefilling.
+struct Replay : LifecycleCommand {
+  explicit Replay(const Cmd& cmd) { c = cmd; }
+  void checkPreconditions(const LifecycleModel& m) const override {
+    RC_PRE(m.captured.count({c.graph, c.replay_T}) > 0);
+    RC_PRE(static_cast<std::int32_t>(c.rows.size() + c.pad_at.size()) <= c.graph);
+    for (const auto& r : c.rows)
+      RC_PRE(m.reqs.count(r.req) && m.reqs.at(r.req).status == Status::Running && m.reqs.at(r.req).pending == 0);
+  }
+};
+
+// The replay of bucket (rows C, window W) that a point makes in the model's state m, from the draws of rng (none
+// when no request is running done prefilling): 1 to C of those requests in random order, W-wide verify rows with
+// accepted counts drawn as a step's (0 and W weighted), up to two PAD rows where they fit, a stale or PAD graph
+// tail. No early stop: a replay ends no request, so it never invalidates a later command of the sequence (a self
+// check or a step of that request), and it may go anywhere once the sequence's other commands are placed.
+std::optional<Cmd> replay_at(std::int32_t C, std::int32_t W, const LifecycleModel& m, Rng& rng) {
+  auto below = [&](std::uint64_t k) { return static_cast<std::int32_t>(rng.next_u64() % k); };
+  std::vector<std::int32_t> ready;
+  for (auto id : m.with_status(Status::Running))
+    if (m.reqs.at(id).pending == 0) ready.push_back(id);
+  if (ready.empty()) return std::nullopt;
+  Cmd c;
+  c.kind = Cmd::Kind::Step;
+  c.graph = C;
+  c.replay_T = W;
+  c.stale_tail = below(4) != 0;
+  const std::int32_t rows = 1 + below(static_cast<std::uint64_t>(std::min<std::int32_t>(C, static_cast<std::int32_t>(ready.size()))));
+  for (std::int32_t i = 0; i < rows; ++i) {
+    const auto k = static_cast<std::size_t>(below(ready.size()));
+    RowSpec r;
+    r.req = ready[k];
+    ready.erase(ready.begin() + static_cast<std::ptrdiff_t>(k));
+    r.T = W;
+    const std::int32_t coin = below(3);
+    r.accepted = coin == 0 ? 0 : coin == 1 ? W : below(static_cast<std::uint64_t>(W + 1));
+    r.seed = rng.next_u64();
+    c.rows.push_back(r);
+  }
+  const std::int32_t pads = std::min(below(3), C - rows);
+  for (std::int32_t i = 0; i < pads; ++i) c.pad_at.push_back(below(static_cast<std::uint64_t>(rows + 1)));
+  return c;
+}
+
+// Replays of the captured buckets (graph replay, protocol 1.9): after each capture of the sequence, two or three
+// replays of its bucket, each due a drawn number of commands (0 to 7) after the previous one and made at the first
+// command from there where a request is ready (replay_at). Drawn from `draw` after every other draw of the case
+// (the sequence's, the captures' and the self checks'), so every case holds what it holds without them.
+rc::state::Commands<Base> with_graph_replays(const rc::state::Commands<Base>& cmds, std::uint64_t draw, LifecycleModel m) {
+  Rng rng(draw);
+  struct Due {
+    std::int32_t C, W, left;  // the bucket, and the replays still to make
+    std::size_t at;           // not before this command
+  };
+  std::vector<Due> due;
+  rc::state::Commands<Base> out;
+  for (std::size_t i = 0; i <= cmds.size(); ++i) {
+    for (auto& d : due)
+      while (d.left > 0 && d.at <= i) {
+        const auto c = replay_at(d.C, d.W, m, rng);
+        if (!c) break;  // nobody ready: try again at the next command
+        out.push_back(std::make_shared<const Replay>(*c));
+        m.apply(*c);
+        --d.left;
+        d.at = i + static_cast<std::size_t>(rng.next_u64() % 8);
+      }
+    if (i == cmds.size()) break;
+    out.push_back(cmds[i]);
+    const auto& lc = dynamic_cast<const LifecycleCommand&>(*cmds[i]);
+    lc.apply(m);
+    if (lc.c.kind == Cmd::Kind::Capture)
+      due.push_back(Due{lc.c.graph, lc.c.capture_T, 2 + static_cast<std::int32_t>(rng.next_u64() % 2),
+                        i + 1 + static_cast<std::size_t>(rng.next_u64() % 8)});
+  }
+  return out;
+}
+
 // A self check on forks of live requests (self_check.hpp): the request table does not change. Valid while its
 // requests run, done prefilling, and its forks are free.
 struct SelfCheck : LifecycleCommand {
@@ -527,7 +608,7 @@ std::vector<ref::Cmd> generate_commands(std::int32_t num_slots, std::int32_t max
 void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, ref::Fault fault,
                      std::vector<ref::Cmd>* last_failure, std::string* last_reason, const LifecycleJudging& judging) {
   ref::EngineSetup s = setup;
-  bool graph = false, out_of_place = false, captures = false;
+  bool graph = false, out_of_place = false, captures = false, replays = false;
   {
     const auto probe = ref::make_target(target, fault);
     std::vector<ref::PadConvention> conv = probe->pad_conventions();
@@ -539,6 +620,7 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
     out_of_place = probe->out_of_place_commit();  // traces record out-of-place commits too
     if (!probe->conv_state()) s.conv.reset();      // the conv component: only on a target that keeps conv windows
     captures = probe->captures();
+    replays = captures && graph && probe->graph_replay();
     s.step_mix = probe->step_mix();
   }
   LifecycleModel m0;
@@ -560,6 +642,10 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
     if (captures && sut.judge.oracle().target().captures()) cmds = with_captures(cmds, *capture_points(cmds.size(), m0));
     // Self checks fork by copying (chunks excepted): a target that does not copy slots is sent chunks only.
     if (judging.self_checks) cmds = with_self_checks(cmds, *self_check_points(cmds.size(), m0.allow_copy), m0);
+    // Only a target that claims graph replay (with capture and graph padding) is sent replays of its captures,
+    // drawn last (the other draws stay as they were without them).
+    if (replays && sut.judge.oracle().target().graph_replay())
+      cmds = with_graph_replays(cmds, *rc::gen::resize(100, rc::gen::arbitrary<std::uint64_t>()), m0);
     try {
       rc::state::runAll(cmds, m0, sut);
     } catch (...) {
@@ -572,6 +658,7 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
     const auto& ex = sut.judge.executed();
     bool cont = false, copy = false, resume = false, stop = false, stale = false, moved = false, live_capture = false;
     bool mixed_decode = false;  // a batch with T = 1 and T > 1 rows (H6)
+    bool replayed = false;      // a captured bucket replayed
     int verify_rows = 0;
     bool wide = false, mixed = false;
     std::set<std::int32_t> live;
@@ -589,6 +676,7 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
       if (c.kind == Cmd::Kind::Finish || c.kind == Cmd::Kind::Preempt) live.erase(c.req);
       live_capture = live_capture || (c.kind == Cmd::Kind::Capture && !live.empty());
       stale = stale || (c.graph > 0 && c.stale_tail);
+      replayed = replayed || c.replay_T > 0;
       cont = cont || c.kind == Cmd::Kind::Continue;
       copy = copy || c.kind == Cmd::Kind::Copy;
       resume = resume || c.kind == Cmd::Kind::Resume;
@@ -610,6 +698,7 @@ void check_lifecycle(const ref::EngineSetup& setup, const std::string& target, r
     RC_CLASSIFY(mixed, "mixed widths in a batch");
     RC_CLASSIFY(mixed_decode, "T = 1 and T > 1 rows in a batch");
     RC_CLASSIFY(live_capture, "capture while live");
+    RC_CLASSIFY(replayed, "captured graph replayed");
     RC_TAG("pad " + ref::to_string(s.pad_convention));
     RC_TAG("gates " + ref::to_string(s.gates));
     RC_CLASSIFY(s.conv.has_value(), "conv");

@@ -42,6 +42,7 @@ struct LifecycleModel {
   ref::StepMix step_mix;            // what one step may mix (Target::step_mix; EngineSetup::step_mix)
   std::int32_t next_id = 0;
   std::map<std::int32_t, ModelRequest> reqs;
+  std::set<std::pair<std::int32_t, std::int32_t>> captured;  // buckets (rows, T) captured so far: the replayable ones
   std::vector<std::int32_t> free_slots() const;
   std::vector<std::int32_t> with_status(ModelRequest::Status s) const;
   // What command c does to the requests, by this model's own rules (written apart from ref::Engine, which

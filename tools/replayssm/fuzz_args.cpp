@@ -220,6 +220,10 @@ void print_report(const fuzz::FuzzReport& r, const FuzzArgs& a) {
     std::printf("  shrinking: %d candidate(s)%s\n", r.shrink_steps,
                 r.ended_by.empty() ? "" : (", ended by the " + r.ended_by).c_str());
     std::printf("  shrunk counterexample (RapidCheck):\n%s\n", r.counterexample.c_str());
+    if (!r.sequence.empty()) {  // what the implementation was sent, inserted commands included
+      std::printf("  the shrunk case as executed (the last command failed):\n");
+      for (const auto& c : r.sequence) std::printf("    %s\n", c.c_str());
+    }
   }
 }
 

@@ -4,7 +4,7 @@
 # CONFORMANT (exit 1) with the failing check named in its JSON report; the narrow modes end INCOMPLETE (exit 3)
 # listing what was not exercised: --claims nothing (no op) and --claims unexercisable (the mtp_verify fixture
 # op at a dtype pair no committed fixture has). The unmodified example's CONFORMANT run is the pytest suite's and
-# scripts/test.sh's business; this test only needs each fault's first failure (conform stops there). Skips (exit
+# scripts/test.sh's business; this test only needs each fault's first failure (conform stops there, unshrunk). Skips (exit
 # 77) when no Python with NumPy is found.
 set -u
 BIN="$1"
@@ -41,7 +41,8 @@ if [ -n "${3:-}" ] && [ "$3" != all ]; then
   faults="$3"
 fi
 for f in $faults; do
-  "$BIN" conform --target "exec:$PY $EX --fault $f" --json "$WORK/$f.json" >"$WORK/$f.log" 2>&1; rc=$?
+  # --no-shrink: the verdict and the named check are the first failure's; shrinking it adds nothing to either.
+  "$BIN" conform --target "exec:$PY $EX --fault $f" --no-shrink --json "$WORK/$f.json" >"$WORK/$f.log" 2>&1; rc=$?
   [ $rc -eq 1 ] || { tail -20 "$WORK/$f.log"; fail "--fault $f: conform exited $rc, expected 1 (NOT CONFORMANT)"; }
   got=$(checks "$WORK/$f.json")
   case "$got" in

@@ -46,6 +46,7 @@ nlohmann::json Cmd::to_json() const {
       if (graph > 0) {
         j["graph"] = graph;
         j["stale_tail"] = stale_tail;
+        if (replay_T > 0) j["replay_T"] = replay_T;  // graph replays only
       }
       break;
     }
@@ -93,13 +94,17 @@ Cmd Cmd::from_json(const nlohmann::json& j, const std::string& field) {
     }
   require(found, field + ".kind", "unknown command kind '", k, "'");
   if (c.kind == Kind::Step) {
-    require_only_keys(j, {"kind", "rows", "pad_at", "graph", "stale_tail"}, field);
+    require_only_keys(j, {"kind", "rows", "pad_at", "graph", "stale_tail", "replay_T"}, field);
+    require(!j.contains("replay_T") || j.contains("graph"), field + ".replay_T",
+            "is set on an eager step (only a captured step, with graph, replays a bucket)");
     require(j.contains("graph") == j.contains("stale_tail"), field + (j.contains("graph") ? ".stale_tail" : ".graph"),
             "is missing (a captured step has both graph and stale_tail)");
     if (j.contains("graph")) {
       c.graph = static_cast<std::int32_t>(json_int(j.at("graph"), field + ".graph", 1, kI32Max));
       require(j.at("stale_tail").is_boolean(), field + ".stale_tail", "must be true or false");
       c.stale_tail = j.at("stale_tail").get<bool>();
+      if (j.contains("replay_T"))
+        c.replay_T = static_cast<std::int32_t>(json_int(j.at("replay_T"), field + ".replay_T", 1, kI32Max));
     }
     const nlohmann::json& rows = require_key(j, "rows", field);
     require(rows.is_array(), field + ".rows", "must be an array of rows");
@@ -158,6 +163,7 @@ std::string Cmd::str() const {
     os << "]";
     if (!pad_at.empty()) os << " pads=" << pad_at.size();
     if (graph > 0) os << " graph=" << graph << (stale_tail ? " stale-tail" : " pad-tail");
+    if (replay_T > 0) os << " replays rows=" << graph << " T=" << replay_T;
   } else if (kind == Kind::Capture) {
     os << " rows=" << graph << " T=" << capture_T;
   } else if (kind == Kind::SelfCheck) {

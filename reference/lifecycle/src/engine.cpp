@@ -123,6 +123,7 @@ void Engine::capture(const Cmd& c) {
   require(c.capture_T >= 1 && c.capture_T <= setup_.max_T, "cmd.T", "is ", c.capture_T, ", outside [1, max_T = ",
           setup_.max_T, "]");
   target_->capture(c.graph, c.capture_T);
+  captured_.insert({c.graph, c.capture_T});
   // Nothing is written, except what any step may write: the dedicated pad slot.
   if (setup_.pad_convention == PadConvention::PadSlot) last_written_.push_back(setup_.pad_sentinel());
 }
@@ -182,7 +183,11 @@ Engine::PackedStep Engine::pack_step(const Cmd& c) const {
   };
   // Padding rows carry dummy tokens like CUDA-graph padding of spec rows: T = 1 .. max_T (cycling), or the
   // step's one width under step_mix.one_width.
-  const std::int32_t width = step_width(c);
+  std::int32_t width = step_width(c);
+  if (c.replay_T > 0) {  // a replayed bucket: every row, PAD and graph tail too, is replay_T wide
+    check_replay(c);
+    width = c.replay_T;
+  }
   auto add_pad = [&] {
     const std::int32_t T = width > 0 ? width : 1 + (pads_added++ % setup_.max_T);
     TargetRow t;
@@ -255,15 +260,37 @@ std::int32_t Engine::step_width(const Cmd& c) const {
   return width > 0 ? width : setup_.max_T;  // an all-PAD step: full windows
 }
 
+void Engine::check_replay(const Cmd& c) const {
+  require(target_->graph_replay(), "cmd.replay_T", "target ", target_->name(), " does not replay captured buckets");
+  require(c.graph > 0, "cmd.replay_T", "is set on an eager step (graph = 0)");
+  require(captured_.count({c.graph, c.replay_T}) > 0, "cmd.replay_T", "replays the bucket rows=", c.graph,
+          " T=", c.replay_T, ", which no capture of this case recorded");
+  for (const auto& rs : c.rows) {
+    const auto it = requests_.find(rs.req);
+    require(it != requests_.end(), "cmd.req", "unknown request ", rs.req);
+    require(it->second.pending[0].T == 0, "cmd.rows", "request ", rs.req,
+            " is prefilling: a replayed bucket holds verify rows only");
+    require(rs.T == c.replay_T, "cmd.rows.T", "request ", rs.req, "'s row is ", rs.T,
+            " tokens wide in a replay of a bucket of ", c.replay_T);
+  }
+}
+
 void Engine::add_graph_tail(const Cmd& c, PackedStep& s, std::int32_t width) const {
   const auto live = static_cast<std::int32_t>(s.rows.size());
   require(c.graph >= live && c.graph <= setup_.max_rows(), "cmd.graph", "is ", c.graph, ", outside [rows = ", live,
           ", max_rows = ", setup_.max_rows(), "]");
-  const auto buffer = graph_buffers_.find(width);
+  // The buffer of this width under one_width, else the one buffer (key 0), replays included.
+  const auto buffer = graph_buffers_.find(setup_.step_mix.one_width ? width : 0);
   for (std::int32_t i = live; i < c.graph; ++i) {
     TargetRow t;
     if (c.stale_tail && buffer != graph_buffers_.end()) {
       t = buffer->second[static_cast<std::size_t>(i)];
+      if (c.replay_T > 0) {  // a replayed bucket's buffer rows have its shape: stale slot ids and counts
+        t.row.T = width;
+        t.row.accepted = std::min(t.row.accepted, width);
+        t.kind = RowKind::Verify;
+        t.fresh = false;
+      }
     } else {  // a PAD sentinel row, T as the captured shape has it
       const std::int32_t T = width > 0 ? width : 1 + (i % setup_.max_T);
       t.row = BatchRow{kPadSlot, kPadSlot, T, 0, T};
@@ -316,6 +343,7 @@ std::vector<std::vector<float>> Engine::begin_step(const Cmd& c) {
   for (auto& r : last_target_rows_)
     if (r.kind == RowKind::Verify) r.row.accepted = 0;  // not known at step time
   step_writes_ = step_writes(last_target_rows_, setup_);
+  if (c.replay_T > 0) target_->replaying(c.graph, c.replay_T);
   auto out = target_->step(wire_rows(s.rows), s.packed);
   last_inputs_ = s.packed;
   if (setup_.conv) last_conv_outputs_ = target_->conv_step(wire_rows(s.rows), s.packed);
@@ -339,6 +367,7 @@ void Engine::finish_step() {
   const CommitKept kept = commit_kept(last_target_rows_);  // call_rules.hpp
   last_kept_ = kept.at_zero;
   last_read_only_ = kept.read_only;
+  if (c.replay_T > 0) target_->replaying(c.graph, c.replay_T);
   target_->commit(wire_rows(s.rows));
   if (setup_.conv) target_->conv_commit(wire_rows(s.rows));
   record_commits(s);

@@ -42,6 +42,9 @@ const std::vector<FaultInfo>& fault_table() {
       {Fault::ConvPadRowWritesSlot0, "conv_pad_row_writes_slot0", {"replay", "full_state"}},
       {Fault::ConvStaleStateOnFreshPrefill, "conv_stale_state_on_fresh_prefill", {"full_state"}},
       {Fault::CaptureWritesLiveState, "capture_writes_live_state", {"replay"}},
+      {Fault::GraphReplaySlotsBaked, "graph_replay_slots_baked", {"replay"}},
+      {Fault::GraphReplayLiveRowsBaked, "graph_replay_live_rows_baked", {"replay"}},
+      {Fault::GraphReplayAcceptedBaked, "graph_replay_accepted_baked", {"replay"}},
       {Fault::OutputBeforeUpdate, "output_before_update", {"replay"}},
       {Fault::RequestStaysAfterStop, "request_stays_after_stop", {"replay", "ring"}},
       {Fault::ZeroAcceptedWritesDestination, "zero_accepted_writes_destination", {"replay"}},
@@ -115,6 +118,10 @@ bool oracle_shares_fault(Fault f) { return f == Fault::FullStateCopyOffByOne; }
 bool sut_engine_fault(Fault f) { return f == Fault::EarlyStopCommitsWholeRun || f == Fault::RequestStaysAfterStop; }
 
 bool self_check_fault(Fault f) { return f == Fault::DecodePathDrift; }
+
+bool graph_replay_fault(Fault f) {
+  return f == Fault::GraphReplaySlotsBaked || f == Fault::GraphReplayLiveRowsBaked || f == Fault::GraphReplayAcceptedBaked;
+}
 
 bool conv_fault(Fault f) {
   switch (f) {

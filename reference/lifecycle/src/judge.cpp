@@ -85,6 +85,25 @@ void Judge::count_work(const Cmd& c) {
       (r.prefill ? prefill : verify) = true;
     }
   if (mixed) ++work_.mixed_width_steps;
+  if (c.replay_T > 0) {  // counted once, after the commit: the rows' committed counts are known
+    std::vector<std::pair<std::int32_t, std::int32_t>> live;
+    const auto& rows = oracle_.last_target_rows();
+    for (std::size_t i = 0; i < rows.size() && i < oracle_.last_rows().size(); ++i)
+      if (!oracle_.last_rows()[i].graph_tail) live.emplace_back(rows[i].row.slot, rows[i].row.accepted);  // PAD: -1
+    const auto [it, first] = first_replays_.emplace(std::make_pair(c.graph, c.replay_T), live);
+    ++work_.graph_replays;
+    if (!first) {
+      const auto& was = it->second;
+      bool slots = was.size() != live.size(), accepted = false;
+      for (std::size_t i = 0; i < std::min(was.size(), live.size()); ++i) {
+        slots = slots || was[i].first != live[i].first;
+        accepted = accepted || was[i].second != live[i].second;
+      }
+      if (slots) ++work_.replays_other_slots;
+      if (was.size() != live.size()) ++work_.replays_other_live_rows;
+      if (accepted) ++work_.replays_other_accepted;
+    }
+  }
   if (prefill && verify) ++work_.prefill_verify_steps;
   for (const auto& r : oracle_.last_rows()) {
     if (r.req < 0) {

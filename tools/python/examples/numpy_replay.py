@@ -10,6 +10,8 @@
 * conv_step / conv_commit (protocol 1.5, `--conv on` campaigns): a conv window per slot and layer kept next to
   the recurrent state (numpy_conv_slots.py); copy_slot carries it too.
 * capture (protocol 1.4): a new CUDA-graph bucket warmed up on dummy inputs as PAD rows: nothing changes.
+  A step that replays it (protocol 1.9, rows.replay) runs the rows its persistent index buffers hold, refreshed
+  from the step and commit first (numpy_graphs.py; its faults skip one refresh after the first replay).
 * commit: replay the first n payload tokens of each verify row from the checkpoint and store the state,
   rounded once to the state dtype; n = 0 writes nothing.
 
@@ -47,6 +49,7 @@ sys.path.insert(0, HERE)
 
 from numpy_conv_slots import SLOT_FAULTS, ConvSlots  # noqa: E402
 from numpy_fixture_ops import FIXTURE_FAULTS, run_fixture_op  # noqa: E402
+from numpy_graphs import GRAPH_FAULTS, CapturedGraph  # noqa: E402
 from replay_math import Recurrence, round_bf16  # noqa: E402
 from replayssm_kit.target import (CONV_FIXTURE_OPS, FIXTURE_OPS, Row, Rows, Target, TargetError, serve,  # noqa: E402
                                   step_mix_excess)
@@ -71,12 +74,14 @@ from replayssm_kit.target import (CONV_FIXTURE_OPS, FIXTURE_OPS, Row, Rows, Targ
 # the verify kernel whose state update is (1 - 2^-10) of the verify kernel's (a decay computed another way), in an
 # implementation that claims the bf16 tier: every single-token commit lands about 1e-3 of the state's scale away,
 # inside the tier, and only the judge's self check (one verify of T tokens against T single-token steps of the same
-# implementation, protocol 1.8) catches it.
+# implementation, protocol 1.8) catches it. graph_replay_slots_baked, graph_replay_live_rows_baked and
+# graph_replay_accepted_baked (numpy_graphs.py) are a captured bucket whose persistent buffers keep the slots, the
+# live row count or the accepted counts of its first replay: only a later replay with other values shows them.
 DECODE_DRIFT = 2.0 ** -10
 STEP_MIX_FAULTS = {"one_width_unclaimed": {"one_width": True}, "prefill_apart_unclaimed": {"prefill_apart": True}}
 FAULTS = ("off_by_one_accepted", "pad_row_writes_slot0", "writes_gap", "graph_tail_processed",
           "width_capped_at_8", "strided_index_as_contiguous", "capture_writes_live_state",
-          "l2norm_eps_outside_sqrt", "commit_one_call_late", "decode_path_drift") + tuple(STEP_MIX_FAULTS) + FIXTURE_FAULTS + SLOT_FAULTS
+          "l2norm_eps_outside_sqrt", "commit_one_call_late", "decode_path_drift") + tuple(STEP_MIX_FAULTS) + FIXTURE_FAULTS + SLOT_FAULTS + GRAPH_FAULTS
 # --step-mix: what the example's kernel takes in one step, claimed as the step_mix capability.
 STEP_MIXES = {"any": {}, "one_width": {"one_width": True}, "prefill_apart": {"prefill_apart": True},
               "both": {"one_width": True, "prefill_apart": True}}
@@ -113,6 +118,8 @@ class NumpyReplay(Target):
                 "l2norms": ["rsqrt_mul", "div_sqrt"], "kda_gates": ["softplus", "lower_bound_sigmoid"],
                 "pad_conventions": ["minus_one", "null_block", "pad_slot"], "graph_padding": True,
                 "out_of_place_commit": True, "fixture_ops": list(FIXTURE_OPS + CONV_FIXTURE_OPS), "capture": True,
+                # Replayed buckets run from their persistent index buffers (numpy_graphs.py, protocol 1.9).
+                "graph_replay": True,
                 # Every row is computed apart from the others, the same way each time (protocol 1.8).
                 "self_check": {"exact": ["repeat", "permute"], "tier": "fp32"}}
 
@@ -145,6 +152,7 @@ class NumpyReplay(Target):
         self.last = None  # (rows, payload[layer][row] = (k, v, a, b) of the window) of the uncommitted step
         self.cfg = cfg
         self.index_buffer = []  # capture_writes_live_state: the real rows of the last step
+        self.graphs = {}  # (rows, T) -> CapturedGraph: the buckets captured in this case
         self.conv = ConvSlots(setup, self.fault) if setup.get("conv") is not None else None
     # --- slots: a head is [K, V] (kv) or [V, K] (vk) in the pool; the math works on [K, V] --------------------
     def _get(self, l: int, slot: int) -> np.ndarray:
@@ -179,7 +187,10 @@ class NumpyReplay(Target):
 
     # --- the protocol's commands ---------------------------------------------------------------------------
     def step(self, rows: list, inputs: list) -> list:
+        replay = getattr(rows, "replay", None)
         rows = self._kernel_rows(rows) if isinstance(rows, Rows) else rows
+        if replay is not None:  # a replayed bucket runs what its persistent buffers hold
+            rows = self.graphs[replay].load_step(rows)
         n_tokens = inputs[0]["q"].shape[0]
         self._check(rows, n_tokens)
         if self.takes and (why := step_mix_excess(rows, self.takes)):
@@ -219,7 +230,10 @@ class NumpyReplay(Target):
         return outputs
 
     def commit(self, rows: list) -> None:
+        replay = getattr(rows, "replay", None)
         rows = self._kernel_rows(rows) if isinstance(rows, Rows) else rows
+        if replay is not None:
+            rows = self.graphs[replay].load_commit(rows)
         if self.last is None:
             raise TargetError("rows", "commit without an uncommitted step")
         stepped, payload = self.last
@@ -267,6 +281,7 @@ class NumpyReplay(Target):
             self.commit([dataclasses.replace(r, accepted=T) for r in warm])
         self.last = None
         self.index_buffer = index_buffer  # the capture's rows are not the engine's batch
+        self.graphs[(rows, T)] = CapturedGraph(rows, T, self.fault)  # a new graph: its buffers not yet filled
 
     def copy_slot(self, src: int, dst: int) -> None:
         for pool in self.pools:

@@ -17,6 +17,7 @@ CONV_STATE_MINOR = 5  # the protocol minor version that added the conv component
 L2NORM_FORMULA_MINOR = 6  # the minor version that added l2norm forms by formula (and the forms beyond rsqrt_mul, div_sqrt)
 STEP_MIX_MINOR = 7  # the minor version that added `step_mix` (what one step may mix: one width, prefill apart)
 SELF_CHECK_MINOR = 8  # the minor version that added `self_check` (what an implementation claims about its own paths)
+GRAPH_REPLAY_MINOR = 9  # the minor version that added `graph_replay` (a step's and commit's `replay` field)
 SELF_CHECKS = ("verify_vs_steps", "repeat", "permute")  # the judge's self checks (docs/lifecycle.md, "Self checks")
 CONV_METHODS = ("conv_step", "conv_commit", "conv_committed_state", "conv_pool")
 
@@ -43,7 +44,9 @@ class Target:
         speaking 1.7 or later, and the kit refuses a step that mixes more than claimed), self_check ({"exact":
         [names of SELF_CHECKS whose two paths are bit-identical], "tier": "fp32" | "tf32" | "bf16", the precision
         the implementation's own paths may differ at}, default none exact and fp32; sent only to a judge speaking
-        1.8 or later: an older one holds every implementation to the default). Missing
+        1.8 or later: an older one holds every implementation to the default), graph_replay (bool, default
+        false; needs capture and graph_padding: steps that replay a bucket captured earlier in the case carry
+        rows.replay = (rows, T); sent only to a judge speaking 1.9 or later). Missing
         keys take the protocol's defaults; the generator produces only what is covered."""
         return {}
 
@@ -73,6 +76,8 @@ class Target:
 
         rows:   Rows: a list of Row in batch order, and rows.index, the same rows as int32 index arrays that are
                 strided column views of a capacity-sized table (RowIndex: never assume they are contiguous).
+                rows.replay (protocol 1.9, graph_replay claimed): (rows, T) of the captured bucket this step
+                replays (capture(rows, T) earlier in the case), else None; its commit carries the same.
         inputs: per layer a dict of float32 arrays (act values, BF16 widened exactly): q, k [N, H, K];
                 v [N, HV, V]; a [N, HV, a_width]; b [N, HV].
         Returns per layer o [N, HV, V] (or flat), values as the kernel stores them (act dtype); PAD rows'

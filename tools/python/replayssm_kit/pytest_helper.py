@@ -181,7 +181,9 @@ def fuzz_target(command, preset="tiny-gdn", cases=100, seed=1, layers=None, max_
                 f"seed {seed})\n"
                 f"reason: {c['reason']}\n"
                 f"shrunk command sequence:\n{_shrunk_commands(c.get('counterexample', ''))}\n"
-                f"dump: {c.get('dump_path') or '(none)'}\n"
+                + ("as executed (captures, self checks and graph replays in place; the last one failed):\n"
+                   + "\n".join(c["sequence"]) + "\n" if c.get("sequence") else "")
+                + f"dump: {c.get('dump_path') or '(none)'}\n"
                 f"replay: {replay}\n"
                 f"rerun: {shlex.join(argv)}", pytrace=False)
     uncovered = [c for c in campaigns if not c.get("covered", True)]

@@ -87,6 +87,9 @@ class Rows(list):
     index arrays (RowIndex)."""
 
     index: RowIndex
+    # Protocol 1.9 (graph_replay claimed): (rows, T) of the captured bucket this step or commit replays, or None
+    # for every other step. A replayed step has exactly `rows` rows, every one T tokens wide, live rows first.
+    replay = None
 
 
 STEP_MIX_KEYS = ("one_width", "prefill_apart")

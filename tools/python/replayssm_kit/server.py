@@ -18,7 +18,7 @@ from .convert import ConversionError, to_wire
 from .protocol import (PROTOCOL_NAME, VERSION, Frame, ProtocolError, digest64, digest_rows, hex64, parse_hex64,
                        read_frame, write_frame)
 from .interface import (CAPTURE_MINOR, CONV_FIXTURE_OPS, CONV_FIXTURE_OPS_MINOR, CONV_METHODS, CONV_STATE_MINOR,
-                        L2NORM_FORMULA_MINOR, SELF_CHECK_MINOR, SELF_CHECKS, STEP_MIX_MINOR,
+                        GRAPH_REPLAY_MINOR, L2NORM_FORMULA_MINOR, SELF_CHECK_MINOR, SELF_CHECKS, STEP_MIX_MINOR,
                         FIXTURE_OPS, Target)
 from .rows import STEP_MIX_KEYS, TargetError, step_mix_excess
 from .session import Session, integer, parse_rows
@@ -44,6 +44,8 @@ class _Loop:
         self.session = None
         self.fixture_ops = set()
         self.captures = False
+        self.replays = False  # graph_replay claimed to a judge speaking 1.9 or later
+        self.buckets = set()  # (rows, T) captured in this case: the buckets a step may replay
         self.convs = False
         self.step_mix = {}
 
@@ -68,9 +70,23 @@ class _Loop:
             raise TargetError("capabilities.capture", f"must be true or false, got {caps['capture']!r}")
         if caps.get("capture", captures) and not captures:
             raise TargetError("capabilities.capture", "is claimed but the target does not override capture")
+        capture_claimed = caps.get("capture", captures)
         # A judge before 1.4 has no capture command: the claim is left out rather than made to it.
         caps["capture"] = caps.get("capture", captures) and v[1] >= CAPTURE_MINOR
         self.captures = caps["capture"]
+        replays = caps.get("graph_replay", False)
+        if type(replays) is not bool:
+            raise TargetError("capabilities.graph_replay", f"must be true or false, got {replays!r}")
+        if replays and not capture_claimed:
+            raise TargetError("capabilities.graph_replay", "is claimed without capture: a replayed bucket is one the "
+                                                           "target captured (override capture)")
+        if replays and caps.get("graph_padding") is not True:
+            raise TargetError("capabilities.graph_replay", "is claimed without graph_padding: a replayed bucket is a "
+                                                           "captured batch with a graph tail")
+        # A judge before 1.9 sends no replay and knows no graph_replay: the claim is left out.
+        self.replays = replays and v[1] >= GRAPH_REPLAY_MINOR
+        if v[1] < GRAPH_REPLAY_MINOR:
+            caps.pop("graph_replay", None)
         overridden = [m for m in CONV_METHODS if getattr(type(self.target), m) is not getattr(Target, m)]
         convs = caps.get("conv_state", len(overridden) == len(CONV_METHODS))
         if type(convs) is not bool:
@@ -130,6 +146,7 @@ class _Loop:
             setup["conv_params"] = session.conv_params(frame)
         self.target.setup(setup, params)
         self.session = session
+        self.buckets = set()
         return {}, None
 
     def allocate(self, frame):
@@ -143,6 +160,7 @@ class _Loop:
             raise TargetError("rows", f"the step mixes more than the target's step_mix {self.step_mix} allows: {why}")
         n = integer(frame.msg, "total_tokens", "total_tokens", 0)
         inputs = [s.layer_inputs(frame, l, n) for l in range(s.L)]
+        rows.replay = self._replay(frame.msg, rows)
         out = self.target.step(rows, inputs)
         if not isinstance(out, (list, tuple)) or len(out) != s.L:
             raise TargetError("o", f"step must return one output per layer ({s.L}), got "
@@ -152,8 +170,32 @@ class _Loop:
 
     def commit(self, frame):
         s = self.session
-        self.target.commit(s.index_rows(parse_rows(frame.msg.get("rows"), s.pad_sentinel, frame.msg.get("live_rows"))))
+        rows = s.index_rows(parse_rows(frame.msg.get("rows"), s.pad_sentinel, frame.msg.get("live_rows")))
+        rows.replay = self._replay(frame.msg, rows)
+        self.target.commit(rows)
         return {}, None
+
+    def _replay(self, msg, rows):
+        """The bucket (rows, T) a step or commit replays (protocol 1.9), checked against what this case captured
+        and against the rows; None without a `replay` field."""
+        if "replay" not in msg:
+            return None
+        if not self.replays:
+            raise TargetError("replay", "graph replay is not claimed by this target (capabilities.graph_replay)")
+        r = msg["replay"]
+        if not isinstance(r, dict) or set(r) != {"rows", "T"}:
+            raise TargetError("replay", f"must be {{\"rows\": C, \"T\": W}}, got {r!r}")
+        C, W = integer(r, "rows", "replay.rows", 1), integer(r, "T", "replay.T", 1)
+        if (C, W) not in self.buckets:
+            raise TargetError("replay", f"replays the bucket rows={C} T={W}, which this case never captured")
+        if len(rows) != C:
+            raise TargetError("rows", f"{len(rows)} rows replay a bucket of {C}")
+        for i, row in enumerate(rows):
+            if row.T != W:
+                raise TargetError(f"rows[{i}].T", f"is {row.T} in a replay of a bucket {W} tokens wide")
+            if not row.is_pad and row.is_prefill:
+                raise TargetError(f"rows[{i}].kind", "is prefill in a replayed bucket (verify rows only)")
+        return (C, W)
 
     def capture(self, frame):
         s, msg = self.session, frame.msg
@@ -166,6 +208,7 @@ class _Loop:
         if type(max_T) is int and T > max_T:
             raise TargetError("T", f"is {T}, more than max_T = {max_T}")
         self.target.capture(rows, T)
+        self.buckets.add((rows, T))
         return {}, None
 
     # --- the conv component (1.5) ---------------------------------------------------------------------------

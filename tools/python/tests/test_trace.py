@@ -339,7 +339,7 @@ class _WrapsMinusOne(NoPadClaim):
 
 class _Eager(NumpyReplay):
     def capabilities(self):
-        return dict(super().capabilities(), graph_padding=False, pad_conventions=["minus_one"])
+        return dict(super().capabilities(), graph_padding=False, pad_conventions=["minus_one"], graph_replay=False)
 
 
 def test_hazard_traces_are_1_1_and_name_their_convention_and_tail():
@@ -427,7 +427,7 @@ CAPTURE = os.path.join(TRACES, "tiny-gdn", "tiny-gdn__capture_while_live__0.safe
 
 class _NoCapture(NumpyReplay):
     def capabilities(self):
-        return dict(super().capabilities(), capture=False)
+        return dict(super().capabilities(), capture=False, graph_replay=False)
 
 
 def test_the_capture_trace_is_1_2_and_captures_while_requests_are_live():

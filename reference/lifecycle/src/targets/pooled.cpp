@@ -8,6 +8,7 @@ namespace replayssm::ref {
 
 void PooledTarget::setup(const EngineSetup& s) {
   s_ = s;
+  replay_.reset();
   const std::int64_t stride = s.pool_geometry().stride(s.cfg);
   pools_.assign(static_cast<std::size_t>(s.cfg.num_layers),
                 std::vector<float>(static_cast<std::size_t>(s.num_slots * stride), s.poison));

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "conv_slots.hpp"
@@ -29,6 +31,10 @@ class PooledTarget : public Target {
   // or with its rows reordered, gives the same bits.
   SelfClaim self_claim() const override { return {{SelfCheckKind::Repeat, SelfCheckKind::Permute}, Tier::Fp32}; }
   void capture(std::int32_t rows, std::int32_t T) override;
+  // Every step reads its rows afresh, so a replayed bucket is a step like any other; the bucket a replay names
+  // is kept for the next step or commit (take_replay), where a graph replay fault acts on it.
+  bool graph_replay() const override { return true; }
+  void replaying(std::int32_t rows, std::int32_t T) override { replay_ = {{rows, T}}; }
   // Copies every layer's checkpoint and conv window (the whole per-slot state of a pooled target).
   void copy_slot(std::int32_t src, std::int32_t dst) override;
   std::vector<float> committed_state(std::int32_t layer, std::int32_t slot) const override { return get(layer, slot); }
@@ -67,7 +73,15 @@ class PooledTarget : public Target {
   // The dummy tokens a captured step is warmed up on ([tokens] rows per layer, seeded, the setup's gates).
   std::vector<SequenceInputs> capture_inputs(std::int32_t tokens) const;
 
+  // The bucket (rows, T) the next step or commit replays, or none; reset by the call that takes it.
+  std::optional<std::pair<std::int32_t, std::int32_t>> take_replay() {
+    auto r = replay_;
+    replay_.reset();
+    return r;
+  }
+
   EngineSetup s_;
+  std::optional<std::pair<std::int32_t, std::int32_t>> replay_;
   std::vector<std::vector<float>> pools_;  // [layer][num_slots * stride]
   ConvSlots conv_;
   bool conv_full_state_ = false;  // the full-state conv design (the oracle's); else ReplaySSM

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "pooled.hpp"
@@ -45,10 +46,12 @@ class ReplayTarget : public PooledTarget {
     PooledTarget::setup(s);
     geo_ = s.payload_geometry();
     payload_.assign(static_cast<std::size_t>(s.cfg.num_layers), {});
+    baked_.clear();
   }
 
-  std::vector<std::vector<float>> step(const std::vector<TargetRow>& wire,
+  std::vector<std::vector<float>> step(const std::vector<TargetRow>& sent,
                                        const std::vector<SequenceInputs>& inputs) override {
+    const auto wire = replayed_rows(sent, false);
     const auto rows = canonical_rows(wire, s_, fault_ == Fault::PadSentinelZero);
     if (fault_ == Fault::GraphTailProcessed) tail_inputs_ = inputs;
     if (fault_ == Fault::CaptureWritesLiveState) {  // what the persistent index buffer holds after this step
@@ -113,7 +116,8 @@ class ReplayTarget : public PooledTarget {
     commit(warm);
   }
 
-  void commit(const std::vector<TargetRow>& wire) override {
+  void commit(const std::vector<TargetRow>& sent) override {
+    const auto wire = replayed_rows(sent, true);
     const auto rows = canonical_rows(wire, s_, fault_ == Fault::PadSentinelZero);
     set_commit_counts(batch_, rows);
     for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -150,6 +154,46 @@ class ReplayTarget : public PooledTarget {
   }
 
  private:
+  // What a graph replay fault keeps of a bucket's first replay after its capture: the rows as sent (slots,
+  // PAD and tail rows), the live row count, the commit's accepted counts; `committed` once that replay's commit ran.
+  struct Baked {
+    std::vector<TargetRow> rows;
+    std::int32_t live = 0;
+    std::vector<std::int32_t> accepted;
+    bool committed = false;
+  };
+  // The rows the faulty graph runs for a replayed step (commit: its commit): the first replay of a bucket as
+  // sent, and every later one with the baked values. Without a graph replay fault, or for an eager step, `sent`.
+  std::vector<TargetRow> replayed_rows(const std::vector<TargetRow>& sent, bool commit) {
+    const auto bucket = take_replay();
+    if (!bucket || !graph_replay_fault(fault_)) return sent;
+    const bool first = !baked_.count(*bucket);
+    Baked& b = baked_[*bucket];
+    if (first) {
+      b.rows = sent;
+      while (b.live < static_cast<std::int32_t>(sent.size()) && !sent[static_cast<std::size_t>(b.live)].graph_tail) ++b.live;
+    }
+    if (first || !b.committed) {  // the first replay runs as sent; its commit's counts are what the graph keeps
+      if (commit) {
+        for (const auto& t : sent) b.accepted.push_back(t.row.accepted);
+        b.committed = true;
+      }
+      return sent;
+    }
+    std::vector<TargetRow> rows = sent;
+    require(rows.size() == b.rows.size(), "rows", "a replay of bucket rows=", bucket->first, " has ", rows.size(), " rows");
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (fault_ == Fault::GraphReplaySlotsBaked) {
+        rows[i].row.slot = b.rows[i].row.slot;
+        rows[i].row.write_slot = b.rows[i].row.write_slot;
+        rows[i].graph_tail = b.rows[i].graph_tail;
+      }
+      if (fault_ == Fault::GraphReplayLiveRowsBaked && static_cast<std::int32_t>(i) >= b.live) rows[i].graph_tail = true;
+      if (fault_ == Fault::GraphReplayAcceptedBaked && commit)
+        rows[i].row.accepted = std::min(b.accepted[i], rows[i].row.T);
+    }
+    return rows;
+  }
   // A fresh permuted page table for this step's rows: rows never share a page, and the pages differ from
   // step to step.
   std::vector<std::int32_t> fresh_page_table(std::size_t rows) {
@@ -270,6 +314,7 @@ class ReplayTarget : public PooledTarget {
   std::vector<std::vector<float>> payload_;  // [layer][num_pages * page_tokens * row_width]
   std::vector<SequenceInputs> tail_inputs_;  // GraphTailProcessed: the last step's packed tokens
   std::vector<TargetRow> index_buffer_;      // CaptureWritesLiveState: the last step's real rows
+  std::map<std::pair<std::int32_t, std::int32_t>, Baked> baked_;  // GraphReplay*: per bucket (rows, T)
   std::int64_t step_count_ = 0;
 };
 

@@ -44,6 +44,12 @@ struct Cmd {
   std::int32_t graph = 0;
   bool stale_tail = false;
   std::int32_t capture_T = 0;  // Capture: the window of every row of the captured step, in [1, max_T]
+  // Step (graph replay, protocol 1.9): > 0 when the captured step replays the bucket an earlier Capture of this
+  // case recorded with graph rows of replay_T tokens each: exactly `graph` rows (live rows, PAD rows and graph
+  // tail), every live row a verify row of replay_T tokens, PAD and tail rows replay_T wide too. The target is
+  // told (Target::replaying) and may keep from the capture only the bucket's shape and its own buffers; slots,
+  // accepted counts, live_rows and inputs are this step's.
+  std::int32_t replay_T = 0;
   // SelfCheck (self_check.hpp): the check, its rows (req, T, accepted and seed; every request running and done
   // prefilling, each once) and one free slot per row, forks[i] for row i: copied from the request's slot before
   // each path (path A, then a fresh copy for path B). The request table does not change; the forks are free after.
@@ -56,7 +62,7 @@ struct Cmd {
   // as full-match decimal uint64 text. Error("<field>.<key>", e.g. "cmd.rows[2].seed") otherwise. A row's
   // "to_slot" (integer >= 0) is written only for an out-of-place commit. A step's
   // "graph" (integer >= 0) and "stale_tail" (boolean) are written only for a captured step (graph > 0) and
-  // read as a pair: both or neither. A capture is {"kind": "capture", "graph": C >= 1, "T": T >= 1}. A self check
+  // read as a pair: both or neither; "replay_T" (integer >= 1) only on a captured step that replays. A capture is {"kind": "capture", "graph": C >= 1, "T": T >= 1}. A self check
   // is {"kind": "self_check", "check": name, "rows": [{"req", "T", "accepted", "seed"}], "forks": [slots >= 0]}.
   static Cmd from_json(const nlohmann::json& j, const std::string& field = "cmd");
   std::string str() const;

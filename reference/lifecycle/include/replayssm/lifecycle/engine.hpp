@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "replayssm/lifecycle/call_rules.hpp"
@@ -156,6 +157,11 @@ class Engine {
   // the last captured step of each size left in it, accepted counts included. One buffer (key 0) when a step
   // may mix widths; one per width under step_mix.one_width (a captured bucket is one width).
   std::map<std::int32_t, std::vector<TargetRow>> graph_buffers_;
+  // The buckets (rows, T) captured so far in this case: the ones a step may replay (Cmd::replay_T).
+  std::set<std::pair<std::int32_t, std::int32_t>> captured_;
+  // Error("cmd....") unless c may replay its bucket: the target claims graph replay, the bucket was captured,
+  // every row is a verify row of replay_T tokens (no request prefilling).
+  void check_replay(const Cmd& c) const;
   // The width every row of a step of c has under step_mix.one_width (0 otherwise), after checking that c's
   // rows obey the setup's step mix; Error("cmd.rows...") for a step that mixes more.
   std::int32_t step_width(const Cmd& c) const;

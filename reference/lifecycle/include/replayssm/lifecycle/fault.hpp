@@ -66,6 +66,12 @@ enum class Fault : std::uint8_t {
   CaptureWritesLiveState,     // capturing a new CUDA-graph bucket while requests are live warms the step up on the
                               // persistent index buffer's current contents (the slots of the last step) instead of
                               // PAD rows, and the warm-up commits its dummy window into those live slots
+  // Graph replay faults (protocol 1.9): a replayed bucket keeps a value of its first replay after the capture
+  // (the launch a lazily captured graph records, or a persistent buffer filled only when the bucket is new)
+  // instead of reading this replay's. Only a later replay of the same bucket with other values shows them.
+  GraphReplaySlotsBaked,      // slot and write_slot of every row (and which rows are PAD) as at the first replay
+  GraphReplayLiveRowsBaked,   // the live row count as at the first replay: rows beyond it run as graph tail (PAD)
+  GraphReplayAcceptedBaked,   // the commit's accepted counts as at the first replay's commit (row by row)
   // Faults each of which only one check of the judge catches at its call (judge.hpp, Check; the judge's own
   // teeth, property_tests/judge_teeth_test.cpp):
   OutputBeforeUpdate,         // verify reads each token's output from the state before the token's rank-1
@@ -117,6 +123,8 @@ const TokenHook* verify_fault_hook(Fault f);
 bool self_check_fault(Fault f);
 // Faults of the conv component: only cases with EngineSetup::conv can show them.
 bool conv_fault(Fault f);
+// Faults of a replayed captured bucket (GraphReplay*): only a target claiming graph replay, sent replays, shows them.
+bool graph_replay_fault(Fault f);
 // The ring reconstruction a fault lives in (decay_weights_factored: closed_form), or none: a campaign or
 // property hunting the fault must run its ring target with it.
 std::optional<Reconstruction> fault_reconstruction(Fault f);

@@ -86,6 +86,10 @@ struct JudgedWork {
   std::map<std::string, long> commands;          // command kind -> count ("admit", "step", ...)
   std::map<std::string, long> self_checks;       // self check kind -> count ("verify_vs_steps", ...)
   long self_check_rows = 0;                      // rows forked by self checks
+  // Captured buckets replayed (protocol 1.9): the replayed steps, and those whose rows before the graph tail
+  // (their slots, PAD rows -1), live row count or accepted counts differ from the same bucket's first replay (what a graph that kept a
+  // value of its first replay gets wrong).
+  long graph_replays = 0, replays_other_slots = 0, replays_other_live_rows = 0, replays_other_accepted = 0;
   // The closest a tolerance-based comparison came to its bound: the largest worst-element excess
   // (|got - ref| / bound) over the comparisons made, and what was compared there; 0 when everything was exact.
   double closest_excess = 0;
@@ -176,6 +180,8 @@ class Judge {
   mutable std::optional<FailedValues> failed_values_;
   mutable Tolerance failed_tol_;
   std::set<Check> disabled_;
+  // Per replayed bucket (rows, T): its first replay's rows before the graph tail as (slot, accepted), batch order.
+  std::map<std::pair<std::int32_t, std::int32_t>, std::vector<std::pair<std::int32_t, std::int32_t>>> first_replays_;
   mutable JudgedWork work_;  // compare_values (const) records how close each comparison came to its bound
   bool scaled_ = false;         // tolerance-based judging: bounds per term scale
   TermScaleTracker scales_;

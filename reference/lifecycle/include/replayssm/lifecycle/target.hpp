@@ -222,6 +222,18 @@ class Target {
   // Requests are live: no slot, gap or committed state may change (the pad_slot convention's pad slot
   // excepted), and the next step and commit behave as if it had not happened. Default: Error("capture").
   virtual void capture(std::int32_t rows, std::int32_t T);
+  // Whether the target is told which steps replay a captured bucket (protocol 1.9, docs/target-protocol.md
+  // "Captured graphs replayed"); the generator replays captured buckets only for a target that claims it (and
+  // captures, with graph padding). replaying(rows, T) comes right before the step() and again right before the
+  // commit() of a step that replays the bucket capture(rows, T) recorded earlier in the case: that step has
+  // exactly `rows` rows, every one T tokens wide, live rows first. What the target may keep from the capture is
+  // the bucket's shape and its own buffers: slots, write slots, accepted counts, live_rows and inputs are the
+  // step's and commit's own. Default: nothing to do.
+  virtual bool graph_replay() const { return false; }
+  virtual void replaying(std::int32_t rows, std::int32_t T) {
+    (void)rows;
+    (void)T;
+  }
   virtual void setup(const EngineSetup& s) = 0;
   // A slot is (re)allocated to a request: reset per-slot bookkeeping (ring cursors). Pool data stays.
   virtual void allocate(std::int32_t slot) = 0;
