@@ -87,6 +87,28 @@ Capabilities Capabilities::from_json(const json& j) {
   require(!c.graph_replay || (c.capture && c.graph_padding), p + "graph_replay",
           "is claimed without ", c.capture ? "graph_padding" : "capture",
           ": a replayed bucket is one the implementation captured, run as a captured batch with a graph tail");
+  if (j.contains("mrope")) {
+    const json& m = j.at("mrope");
+    const std::string f = p + "mrope";
+    require(m.is_object(), f, "must be an object like {\"models\": [\"qwen3.5\"], \"pad_positions\": \"zero\"}");
+    for (auto it = m.begin(); it != m.end(); ++it)
+      require(it.key() == "models" || it.key() == "pad_positions", f + "." + it.key(),
+              "unknown key (allowed: models, pad_positions)");
+    require(m.contains("models") && m.at("models").is_array() && !m.at("models").empty(), f + ".models",
+            "must be a non-empty array of MRoPE presets");
+    const std::vector<std::string> known{"qwen2-vl", "qwen2.5-vl", "qwen3-vl", "qwen3.5"};
+    for (const auto& e : m.at("models")) {
+      const std::string name = str_of(e, f + ".models");
+      require(has(known, name), f + ".models", "'", name, "' is not an MRoPE preset (known: qwen2-vl, qwen2.5-vl, qwen3-vl, qwen3.5)");
+      require(!has(c.mrope_models, name), f + ".models", "lists '", name, "' twice");
+      c.mrope_models.push_back(name);
+    }
+    if (m.contains("pad_positions")) {
+      const std::string v = str_of(m.at("pad_positions"), f + ".pad_positions");
+      require(v == "zero" || v == "any", f + ".pad_positions", "must be zero or any, got '", v, "'");
+      c.mrope_pad_zero = v == "zero";
+    }
+  }
   c.conv_state = bool_of(j, "conv_state", c.conv_state);
   if (j.contains("step_mix")) c.step_mix = ref::StepMix::from_json(j.at("step_mix"), p + "step_mix");
   if (j.contains("self_check")) c.self_check = ref::SelfClaim::from_json(j.at("self_check"), p + "self_check");
@@ -114,7 +136,7 @@ json Capabilities::to_json() const {
     }
     return a;
   };
-  return json{{"name", name},         {"ops", names(ops)},
+  json j{{"name", name},         {"ops", names(ops)},
               {"act_dtypes", names(act_dtypes)}, {"state_dtypes", names(state_dtypes)},
               {"layouts", names(layouts)},       {"l2norms", names(l2norms)},
               {"kda_gates", names(kda_gates)},   {"round_beta_to_act", round_beta_to_act},
@@ -128,6 +150,9 @@ json Capabilities::to_json() const {
               {"capture", capture},              {"conv_state", conv_state},
               {"step_mix", step_mix.to_json()},  {"self_check", self_check.to_json()},
               {"graph_replay", graph_replay}};
+  if (!mrope_models.empty())  // absent when not claimed, as in a hello answer
+    j["mrope"] = json{{"models", mrope_models}, {"pad_positions", mrope_pad_zero ? "zero" : "any"}};
+  return j;
 }
 
 std::string Capabilities::unsupported(const ModelConfig& cfg, int max_T_wanted) const {
@@ -159,7 +184,9 @@ std::string Capabilities::unsupported_conv(DType act_dtype, DType state_dtype, i
   return s;
 }
 
-int fixture_op_minor(const std::string& op) { return op.rfind("conv.", 0) == 0 ? 3 : 1; }
+int fixture_op_minor(const std::string& op) {
+  return op.rfind("conv.", 0) == 0 ? 3 : op == "mrope.rotary" ? kMropeMinor : 1;
+}
 
 std::string protocol_gap(int minor, const std::string& op) {
   const std::string speaks = "the target speaks protocol 1." + std::to_string(minor);

@@ -24,7 +24,9 @@ namespace replayssm::exec {
 // 1.7 added the `step_mix` capability and setup key (what one step may mix: one width, prefill apart).
 // 1.8 added the `self_check` capability (what an implementation claims about its own paths: self_check.hpp).
 // 1.9 added the `graph_replay` capability and the `replay` field of step and commit (a captured bucket replayed).
-inline constexpr int kProtocolMajor = 1, kProtocolMinor = 9;
+// 1.10 added MRoPE positions: the `mrope` capability, the mrope_* commands (exec_mrope.hpp) and the fixture op
+//      mrope.rotary.
+inline constexpr int kProtocolMajor = 1, kProtocolMinor = 10;
 // The protocol minor version that added the `capture` command; an implementation answering less is never sent it.
 inline constexpr int kCaptureMinor = 4;
 // The protocol minor version that added the conv component (`conv_state`); an implementation answering less is
@@ -42,6 +44,9 @@ inline constexpr int kSelfCheckMinor = 8;
 // The protocol minor version that added `graph_replay` (the `replay` field of step and commit); an implementation
 // answering less is never sent a replay, whatever it claims.
 inline constexpr int kGraphReplayMinor = 9;
+// The protocol minor version that added MRoPE positions (`mrope`, the mrope_* commands, fixture op mrope.rotary);
+// an implementation answering less is never sent them, whatever it claims.
+inline constexpr int kMropeMinor = 10;
 inline constexpr const char* kProtocolName = "replayssm.target";
 
 // What an implementation says it can do (the "capabilities" object of its hello answer).
@@ -92,6 +97,12 @@ struct Capabilities {
   // graph_padding (from_json refuses the claim without them). Only honoured from 1.9 (graph_replays()).
   bool graph_replay = false;
   bool graph_replays() const { return graph_replay && captures() && graph_padding && protocol_minor >= kGraphReplayMinor; }
+  // Protocol 1.10: the MRoPE presets whose positions and rotary it computes through the mrope_* commands, and
+  // whether padding tokens get position 0 and stay unrotated (pad_positions "zero", the default) or are its own
+  // ("any", not judged). Only honoured from 1.10 (mropes()).
+  std::vector<std::string> mrope_models;
+  bool mrope_pad_zero = true;
+  bool mropes() const { return !mrope_models.empty() && protocol_minor >= kMropeMinor; }
 
   // Reads the hello answer's "capabilities" object; Error("target.hello.capabilities.<key>").
   static Capabilities from_json(const nlohmann::json& j);
@@ -110,9 +121,10 @@ struct Capabilities {
 
 // The fixture ops an implementation can claim: the golden operations (reference/golden.hpp, protocol 1.1) and
 // the short convolution's ops (reference/conv_fixture.hpp, protocol 1.3).
-inline const std::vector<std::string> kFixtureOps{"recurrent", "chunked",      "mtp_verify",  "replay_commit",
-                                                  "mtp_batch", "conv.prefill", "conv.update", "conv.commit"};
-// The protocol minor version that introduced fixture op `op`: 3 for the conv.* ops, 1 for the others.
+inline const std::vector<std::string> kFixtureOps{"recurrent",    "chunked",     "mtp_verify",  "replay_commit", "mtp_batch",
+                                                  "conv.prefill", "conv.update", "conv.commit", "mrope.rotary"};
+// The protocol minor version that introduced fixture op `op`: 3 for the conv.* ops, 10 for mrope.rotary, 1 for the
+// others.
 int fixture_op_minor(const std::string& op);
 // Why an implementation answering protocol 1.<minor> is not sent fixture op `op` ("the target speaks protocol 1.2,
 // which has no fixture op 'conv.update' (added in 1.3)"); call it only when minor < fixture_op_minor(op).

@@ -11,6 +11,8 @@
 #include "replayssm/recurrence/conv.hpp"
 #include "replayssm/fixtures/conv_fixture.hpp"
 #include "replayssm/fixtures/ring_fixture.hpp"
+#include "exec_mrope.hpp"
+#include "replayssm/mrope/mrope_session.hpp"
 #include "replayssm/fixtures/tree_fixture.hpp"
 #include "replayssm/fixtures/trace.hpp"
 #include "replayssm/fixtures/trace_replay.hpp"
@@ -224,6 +226,65 @@ void judge_conv(const std::string& command, const Fixture& f, const Capabilities
   for (const auto& t : r.tensors) r.ok = r.ok && t.report.ok;
 }
 
+// mrope.rotary (protocol 1.10): like the conv ops, no GDN/KDA model, so every out.* tensor is judged at the
+// fixture's stored tolerance (positions, delta and prompt length exact; the rotary bound of docs/mrope.md) whatever
+// tier the implementation claims.
+void judge_mrope_rotary(const std::string& command, const Fixture& f, const Capabilities& caps, ExecFixtureResult& r) {
+  if (!caps.runs_fixture_op(f.op)) {
+    r.covered = false;
+    r.why = caps.protocol_minor < fixture_op_minor(f.op)
+                ? protocol_gap(caps.protocol_minor, f.op)
+                : "fixture op '" + f.op + "' is not claimed by the target (fixture_ops)";
+    return;
+  }
+  const auto got = run_fixture(command, f);
+  // Integer tensors (positions, delta, prompt length) compared as doubles: every value is below 2^53, exact.
+  auto values = [](const Tensor& t) {
+    if (t.dtype == DType::F32 || t.dtype == DType::F64 || t.dtype == DType::BF16 || t.dtype == DType::F16)
+      return t.to_f64();
+    const auto i = t.to_i64();
+    return std::vector<double>(i.begin(), i.end());
+  };
+  r.ok = true;
+  for (const auto& name : f.tensor_names("out.")) {
+    const Tensor& want = f.tensors.at(name);
+    const Tolerance& stored = f.tolerance_for(name);
+    r.tensors.push_back(make_check(name, stored, stored.str(), values(want), values(got.at(name)), want.shape));
+  }
+  for (const auto& t : r.tensors) r.ok = r.ok && t.report.ok;
+}
+
+// mrope.session (protocol 1.10): the trace's commands through the implementation's mrope_* commands, judged per
+// token (mrope_session.hpp) with the stored inputs.
+void judge_mrope_session(const std::string& command, const Fixture& f, const Capabilities& caps, ExecFixtureResult& r) {
+  const mrope::SessionCase sc = mrope::session_case_of(f);
+  if (!caps.mropes() || std::find(caps.mrope_models.begin(), caps.mrope_models.end(), sc.preset.name) ==
+                            caps.mrope_models.end()) {
+    r.covered = false;
+    r.why = caps.mrope_models.empty() ? "MRoPE traces: the target does not claim mrope"
+            : !caps.mropes()          ? "MRoPE traces: the target speaks protocol 1." + std::to_string(caps.protocol_minor) +
+                                   ", which has no MRoPE commands (added in 1.10)"
+                                      : "MRoPE traces: model " + sc.preset.name + " is not in mrope.models";
+    return;
+  }
+  const auto target = exec_session_target(command);
+  const mrope::SessionReport rep = mrope::run_session(sc, *target, mrope::stored_inputs(f));
+  r.ok = rep.ok;
+  ExecTensorCheck tc;
+  if (rep.ok) {
+    tc.name = "commands";
+    tc.report.ok = true;
+    tc.report.message = "ok " + std::to_string(sc.commands.size()) + " MRoPE commands replayed through the target (" +
+                        std::to_string(rep.coverage.steps) + " steps judged per token)";
+  } else {
+    tc.name = "command " + std::to_string(rep.failure->command) + " (check: " + rep.failure->check + ")";
+    tc.check = rep.failure->check;
+    tc.report.ok = false;
+    tc.report.message = "FAIL " + rep.failure->message;
+  }
+  r.tensors.push_back(tc);
+}
+
 void judge_trace(const std::string& command, const Fixture& f, ExecFixtureResult& r) {
   const ref::Trace t = ref::trace_from_fixture(f);
   const auto target = ref::make_target("exec:" + command);
@@ -263,12 +324,20 @@ ExecFixtureResult check_fixture_through(const std::string& command, const std::s
     r.op = f.op;
     const Capabilities caps = capabilities(command);
     r.tier = caps.bit_exact && f.op == ref::kTraceOp ? "bit-exact" : to_string(caps.tier);
+    if (f.op == "mrope.rotary") {
+      judge_mrope_rotary(command, f, caps, r);
+      return r;
+    }
+    if (f.op == mrope::kSessionOp) {
+      judge_mrope_session(command, f, caps, r);
+      return r;
+    }
     if (f.op.rfind("mrope.", 0) == 0 || f.op == ref::kRingStepOp || ref::is_tree_op(f.op)) {
       r.covered = false;
       r.why = f.op == ref::kRingStepOp ? "ring-step fixtures need the ring's records and cursors, which the protocol "
                                          "does not expose"
               : ref::is_tree_op(f.op) ? "tree fixtures: the protocol has no tree verify yet"
-                                      : "MRoPE fixtures are not a target operation";
+                                      : "op '" + f.op + "' is no MRoPE operation of the protocol";
       return r;
     }
     if (f.op == ref::kTraceOp) {

@@ -15,10 +15,13 @@
 //   * conv.* fixtures (no GDN/KDA model configuration): every out.* tensor at the fixture's stored tolerance
 //     whatever the claimed tier (out.y's bound is derived for any fp32-arithmetic convolution; states are exact);
 //     the implementation's act_dtypes, state_dtypes and max_T (for conv.update / conv.commit windows) apply;
+//   * mrope.rotary (protocol 1.10): every out.* tensor at its stored tolerance (positions, delta, prompt length
+//     exact; the rotary bound); mrope.session traces: their commands through the mrope_* commands, judged per token
+//     (replayssm/mrope/mrope_session.hpp), covered when the implementation claims mrope with the trace's model;
 //   * a fixture the implementation cannot run is "not covered", with the reason, never passed: its op is not
-//     claimed (or it speaks a protocol version without the op: 1.0, or below 1.3 for conv.*), its model
-//     configuration is outside the capabilities, or it is an MRoPE or ring-step fixture (not target operations:
-//     the protocol has no command for them).
+//     claimed (or it speaks a protocol version without the op: 1.0, below 1.3 for conv.*, below 1.10 for
+//     mrope.*), its model configuration is outside the capabilities, or it is a ring-step or tree fixture (not
+//     target operations: the protocol has no command for them).
 // Failures name the tensor and the worst element (flat index, coordinates, expected, got).
 #pragma once
 

@@ -7,6 +7,7 @@
 
 #include "answers.hpp"
 #include "exec_conv.hpp"
+#include "exec_mrope.hpp"
 #include "replayssm/lifecycle/conv_component.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/testing/field_of.hpp"
@@ -331,4 +332,54 @@ TEST(ExecAnswers, GraphReplayIsHonouredOnlyFrom1_9WithCaptureAndGraphPadding) {
   EXPECT_EQ(field_of([&] { (void)exec::parse_hello_answer(h); }), "target.hello.capabilities.graph_replay");
   h["capabilities"] = {{"capture", true}, {"graph_padding", true}, {"graph_replay", "yes"}};
   EXPECT_EQ(field_of([&] { (void)exec::parse_hello_answer(h); }), "target.hello.capabilities.graph_replay");
+}
+
+TEST(ExecAnswers, MropeIsHonouredOnlyFrom1_10AndParsedStrictly) {
+  auto h = hello();
+  h["capabilities"] = {{"mrope", {{"models", {"qwen3.5", "qwen2-vl"}}}}, {"fixture_ops", {"mrope.rotary"}}};
+  h["version"] = {1, 9};
+  auto c = exec::parse_hello_answer(h);
+  EXPECT_EQ(c.mrope_models, (std::vector<std::string>{"qwen3.5", "qwen2-vl"}));
+  EXPECT_TRUE(c.mrope_pad_zero);
+  EXPECT_FALSE(c.mropes());                         // a 1.9 implementation is never sent an MRoPE command
+  EXPECT_FALSE(c.runs_fixture_op("mrope.rotary"));  // nor the fixture op
+  h["version"] = {1, 10};
+  c = exec::parse_hello_answer(h);
+  EXPECT_TRUE(c.mropes());
+  EXPECT_TRUE(c.runs_fixture_op("mrope.rotary"));
+  h["capabilities"] = {{"mrope", {{"models", {"qwen3.5"}}, {"pad_positions", "any"}}}};
+  EXPECT_FALSE(exec::parse_hello_answer(h).mrope_pad_zero);
+  for (const nlohmann::json& bad :
+       {nlohmann::json{{"models", {"qwen3.5"}}, {"pad", "zero"}}, nlohmann::json{{"models", nlohmann::json::array()}},
+        nlohmann::json{{"models", {"qwen4"}}}, nlohmann::json{{"models", {"qwen3.5", "qwen3.5"}}},
+        nlohmann::json{{"models", {"qwen3.5"}}, {"pad_positions", "stale"}}, nlohmann::json("qwen3.5")}) {
+    h["capabilities"] = {{"mrope", bad}};
+    const std::string f = field_of([&] { (void)exec::parse_hello_answer(h); });
+    EXPECT_EQ(f.rfind("target.hello.capabilities.mrope", 0), 0u) << bad.dump() << " -> " << f;
+  }
+}
+
+TEST(ExecAnswers, MropeStepAnswersAreParsedStrictly) {
+  auto answer = [] {
+    Frame a;
+    a.msg = {{"ok", true}};
+    a.tensors["positions"] = Tensor::from_i64({3, 2}, {0, 1, 0, 1, 0, 1});
+    a.tensors["index"] = Tensor::from_i64({2}, {0, 1});
+    a.tensors["q_rot"] = Tensor::from_f32(DType::F32, {2, 1, 4}, std::vector<float>(8, 0.5f));
+    a.tensors["k_rot"] = Tensor::from_f32(DType::F32, {2, 1, 4}, std::vector<float>(8, 0.5f));
+    return a;
+  };
+  const auto ok = exec::parse_mrope_step_answer(answer(), 2, 1, 1, 4);
+  EXPECT_EQ(ok.index, (std::vector<std::int64_t>{0, 1}));
+  EXPECT_EQ(ok.positions.size(), 6u);
+  auto missing = answer();
+  missing.tensors.erase("index");
+  EXPECT_EQ(field_of([&] { (void)exec::parse_mrope_step_answer(missing, 2, 1, 1, 4); }), "target.mrope_step.index");
+  auto extra = answer();
+  extra.tensors["delta"] = Tensor::from_i64({}, {0});
+  EXPECT_EQ(field_of([&] { (void)exec::parse_mrope_step_answer(extra, 2, 1, 1, 4); }), "target.mrope_step.delta");
+  auto i32 = answer();
+  i32.tensors["positions"] = Tensor::from_i32({3, 2}, {0, 1, 0, 1, 0, 1});
+  EXPECT_EQ(field_of([&] { (void)exec::parse_mrope_step_answer(i32, 2, 1, 1, 4); }), "target.mrope_step.positions");
+  EXPECT_EQ(field_of([&] { (void)exec::parse_mrope_step_answer(answer(), 2, 2, 1, 4); }), "target.mrope_step.q_rot");
 }

@@ -301,7 +301,11 @@ TEST_F(ExecTarget, FixturesOutsideTheCapabilitiesAreNotCovered) {
       {"fixture_v10", kRecurrent, "protocol 1.0, which has no fixture command"},
       {"stderr_flood_on_setup", kRecurrent, "fixture op 'recurrent' is not claimed"},
       {"fixture_zeros", golden("tiny-gdn/tiny-gdn__mtp_verify__T4.safetensors"), "'mtp_verify' is not claimed"},
-      {"fixture_zeros", golden("mrope/mrope__qwen2-vl.safetensors"), "MRoPE fixtures are not a target operation"},
+      {"fixture_zeros", golden("mrope/mrope__qwen2-vl.safetensors"), "which has no fixture op 'mrope.rotary' (added in 1.10)"},
+      {"fixture_zeros", std::string(REPLAYSSM_SOURCE_DIR) + "/fixtures/traces/mrope/qwen3.5__session__0.safetensors",
+       "the target does not claim mrope"},
+      {"fixture_zeros", std::string(REPLAYSSM_SOURCE_DIR) + "/fixtures/ring/tiny-gdn/tiny-gdn__ring_step__append_f32.safetensors",
+       "ring-step fixtures need the ring's records"},
   };
   for (const auto& c : cases) {
     const auto r = exec::check_fixture_through(command(c.mode), c.path);

@@ -22,6 +22,7 @@
 #include "replayssm/manifest.hpp"
 #include "replayssm/fixtures/golden.hpp"
 #include "engine_fuzz.hpp"
+#include "mrope_campaign.hpp"
 #include "verdict.hpp"
 #include "envelope.hpp"
 #include "replayssm/lifecycle/fault.hpp"
@@ -32,6 +33,10 @@ namespace replayssm::cli {
 namespace fs = std::filesystem;
 
 namespace {
+
+// MRoPE session cases per claimed model in conform (a case is about 10 steps of up to ~60 tokens: a few
+// milliseconds of the implementation's time and 20-30 protocol round trips).
+constexpr int kMropeConformCases = 30;
 
 // Where the committed fixtures are: $REPLAYSSM_FIXTURES, else the source tree this binary was built from,
 // else the installed data directory, else share/replayssm/fixtures next to this executable's bin/ (an install
@@ -188,6 +193,32 @@ void register_conform(CLI::App& app) {
     }
     if (!through.empty()) report["fixtures_through_target"] = through;
 
+    // MRoPE sessions (protocol 1.10) through each exec target that claims mrope: drawn cases per claimed model,
+    // judged per token. Their unexercised events join the target's verdict like a fixture op none of whose
+    // fixtures ran; a failure makes it NOT CONFORMANT.
+    int mrope_fail = 0;
+    auto mrope_runs = nlohmann::json::array();
+    for (const auto& t : targets) {
+      if (t.rfind("exec:", 0) != 0) continue;
+      const exec::Capabilities caps = exec::capabilities(t.substr(5));
+      if (caps.mrope_models.empty()) {
+        std::cout << "== MRoPE sessions: not covered (" << t << " does not claim mrope)\n";
+        continue;
+      }
+      if (!caps.mropes()) {
+        fixture_unmet.push_back("MRoPE sessions: mrope is claimed, but the target speaks protocol 1." +
+                                std::to_string(caps.protocol_minor) + ", which has no MRoPE commands (added in 1.10)");
+        continue;
+      }
+      std::cout << "== MRoPE sessions through " << t << " (" << kMropeConformCases
+                << " cases per claimed model, judged per token against the reference tracker)\n";
+      const auto r = run_mrope_campaign(t, {}, kMropeConformCases, *seed, std::cout);
+      mrope_fail += r.failed ? 1 : 0;
+      fixture_unmet.insert(fixture_unmet.end(), r.unmet.begin(), r.unmet.end());
+      mrope_runs.push_back(nlohmann::json::parse(r.to_json().dump()));
+    }
+    if (!mrope_runs.empty()) report["mrope_sessions"] = mrope_runs;
+
     const fs::path tmp = fs::temp_directory_path() / ("replayssm-conform-" +
                                                       std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
     const std::string first = presets->front();
@@ -211,7 +242,7 @@ void register_conform(CLI::App& app) {
       if (!json_out->empty()) write_json_report(*json_out, partial);
       if (!junit_out->empty()) write_junit(*junit_out, junit_suites(partial));
     });
-    bool stopped = cm_fail > 0 || through_fail > 0 || det_fail > 0;
+    bool stopped = cm_fail > 0 || through_fail > 0 || det_fail > 0 || mrope_fail > 0;
     if (stopped && !*keep_going) std::cout << "== campaigns skipped: the fixtures already failed (--keep-going runs them)\n";
     auto run = [&](const FuzzArgs& args, const std::string& t) {
       if (stopped && !*keep_going) return;
@@ -277,7 +308,7 @@ void register_conform(CLI::App& app) {
       }
     report["fuzz"] = camps;
 
-    const bool fixtures_failed = cm_fail > 0 || through_fail > 0 || det_fail > 0;
+    const bool fixtures_failed = cm_fail > 0 || through_fail > 0 || det_fail > 0 || mrope_fail > 0;
     const auto verdicts = campaign_verdicts(camps, a->requirements, fixture_unmet, fixtures_failed);
     print_verdicts(verdicts);
     // A failed fixture check is NOT CONFORMANT even when the campaigns it stopped left no verdict of their own.
@@ -289,6 +320,7 @@ void register_conform(CLI::App& app) {
     if (!through.empty())
       std::cout << ", fixtures through the target " << (through_fail ? "FAIL" : "ok") << " (" << through_not_covered
                 << " not covered)";
+    if (!mrope_runs.empty()) std::cout << ", MRoPE sessions " << (mrope_fail ? "FAIL" : "ok");
     std::cout << ", determinism " << (det_fail ? "FAIL" : "ok") << ", " << camps.size() << " campaign(s)"
               << " -> " << fuzz::to_string(level) << "\n";
     if (fuzz::stop_signal() != 0) {

@@ -11,6 +11,7 @@
 #include "report.hpp"
 #include "replayssm/error.hpp"
 #include "replayssm/manifest.hpp"
+#include "replayssm/mrope/mrope_session.hpp"
 #include "replayssm/fixtures/trace.hpp"
 #include "replayssm/fixtures/golden.hpp"
 #include "replayssm/fixtures/conv_fixture.hpp"
@@ -67,7 +68,7 @@ void register_fixtures(CLI::App& app) {
     std::string preset = "qwen3.5", matrix, out, gates = "benign", name = "trace";
     std::uint64_t seed = 20261129;
     bool traces = false, ring = false, conv = false, trees = false, out_of_place = false, graph_padding = false,
-         captures = false;
+         captures = false, mrope_traces = false;
     std::string pad_convention = "minus_one", step_mix = "any";
     std::string dims, state_dtype, act_dtype;  // a trace's heads and dims, dtypes: the preset's when empty
     int cases = 0, max_commands = 0, slots = 0, max_T = 0, layers = 0;  // the trace generator's defaults, set below
@@ -103,7 +104,12 @@ void register_fixtures(CLI::App& app) {
                               "Write tree-verify fixtures of the preset instead (ops tree.verify, tree.commit, "
                               "docs/fixture-format.md section 12): draft trees of top-k 1..4, depth 2..6, up to 16 "
                               "nodes, each node's state from its parent's");
+  auto* mrope_traces = gen->add_flag(
+      "--mrope-traces", o->mrope_traces,
+      "Write MRoPE traces instead (op mrope.session, docs/fixture-format.md section 13): --cases drawn sessions per "
+      "MRoPE model (seed + i), one q head and one k head, with the reference tracker's positions and rotations");
   for (auto* other : {matrix, traces, ring, conv}) trees->excludes(other);
+  for (auto* other : {matrix, traces, ring, conv, trees}) mrope_traces->excludes(other);
   traces->excludes(matrix);
   ring->excludes(matrix);
   ring->excludes(traces);
@@ -142,11 +148,25 @@ void register_fixtures(CLI::App& app) {
   gen->add_option("--state-dtype", o->state_dtype, "A trace's state dtype instead of the preset's: F32 or BF16 (--traces)");
   gen->add_option("--act-dtype", o->act_dtype, "A trace's activation dtype instead of the preset's: F32 or BF16 (--traces)");
   gen->add_option("--layers", o->layers, "At most this many layers in a trace (0: the preset's) (--traces)");
-  gen->callback([o] {
+  gen->callback([o, gen] {
     if (!o->matrix.empty()) {
       const auto paths = ref::write_matrix_set(o->matrix, o->seed, o->out);
       std::cout << "wrote " << paths.size() << " fixtures for matrix " << o->matrix << " (seed " << o->seed
                 << ") to " << o->out << "\n";
+      return;
+    }
+    if (o->mrope_traces) {
+      std::filesystem::create_directories(o->out);
+      int n = 0;
+      for (const auto& m : mrope::preset_names())
+        for (int i = 0; i < (gen->count("--cases") > 0 ? o->cases : 1); ++i) {
+          mrope::DrawOptions d;
+          d.steps_min = 5, d.steps_max = 8, d.q_heads = 1, d.k_heads = 1;
+          const auto sc = mrope::draw_session(m, o->seed + static_cast<std::uint64_t>(i), d);
+          save_fixture(o->out + "/" + m + "__session__" + std::to_string(i) + ".safetensors", mrope::session_fixture(sc));
+          ++n;
+        }
+      std::cout << "wrote " << n << " MRoPE traces (seed " << o->seed << ") to " << o->out << "\n";
       return;
     }
     if (o->ring) {

@@ -1,6 +1,8 @@
 // `replayssm mrope ...`: MRoPE position questions answered by the reference library.
 //   replayssm mrope positions --model qwen3.5 --request FILE.json   (request format: docs/mrope.md)
 //   replayssm mrope presets                                         (the rotary and vision settings per model)
+//   replayssm mrope fuzz --target exec:'COMMAND' [--model M] [--cases N] [--seed S]
+//                                                                   (sessions through protocol 1.10, judged per token)
 #include <CLI/CLI.hpp>
 
 #include <iostream>
@@ -8,6 +10,9 @@
 #include <string>
 
 #include "commands.hpp"
+#include "mrope_campaign.hpp"
+#include "report.hpp"
+#include "replayssm/fixture.hpp"
 #include "replayssm/mrope/mrope.hpp"
 #include "replayssm/mrope/mrope_json.hpp"
 
@@ -48,6 +53,45 @@ void register_mrope(CLI::App& app) {
 
   CLI::App* presets = mrope->add_subcommand("presets", "list the MRoPE model presets");
   presets->callback([] { print_presets(); });
+
+  struct FuzzOptions {
+    std::string target;
+    std::vector<std::string> models;
+    int cases = 30;
+    std::uint64_t seed = 20261204;
+    std::string json, export_trace;
+  };
+  auto f = std::make_shared<FuzzOptions>();
+  CLI::App* fuzz = mrope->add_subcommand(
+      "fuzz", "MRoPE sessions (prefill chunks, verify windows, decode, padding, requests leaving) through an "
+              "implementation's mrope_* commands (protocol 1.10), judged per token against the reference tracker");
+  fuzz->add_option("--target", f->target, "exec:'COMMAND' (an implementation claiming mrope), or reference")->required();
+  fuzz->add_option("--model", f->models, "Models to run (default: every model the target claims); repeatable");
+  fuzz->add_option("--cases", f->cases, "Cases per model (case c draws from seed + c)")->capture_default_str();
+  fuzz->add_option("--seed", f->seed, "Seed of the first case")->capture_default_str();
+  fuzz->add_option("--json", f->json, "Write the machine-readable report to this file (atomically)");
+  fuzz->add_option("--export-trace", f->export_trace,
+                   "Write the failing case as an MRoPE trace (a fixture of op mrope.session) to this file");
+  fuzz->callback([f] {
+    std::cout << "== MRoPE sessions through " << f->target << " (" << f->cases << " cases per model from seed " << f->seed
+              << ")\n";
+    const MropeCampaignResult r = run_mrope_campaign(f->target, f->models, f->cases, f->seed, std::cout);
+    const char* level = r.failed ? "NOT CONFORMANT" : (!r.covered || !r.unmet.empty()) ? "INCOMPLETE" : "CONFORMANT";
+    std::cout << "== verdict for " << f->target << " (MRoPE sessions): " << level << "\n";
+    if (!r.covered) std::cout << "  not exercised: MRoPE sessions (" << r.why << ")\n";
+    for (const auto& u : r.unmet) std::cout << "  not exercised: " << u << "\n";
+    if (!f->export_trace.empty() && r.failed) {
+      save_fixture(f->export_trace, mrope::session_fixture(mrope::draw_session(r.failing_model, r.failing_seed)));
+      std::cout << "wrote the failing case as an MRoPE trace to " << f->export_trace << "\n";
+    }
+    if (!f->json.empty()) {
+      nlohmann::json j = nlohmann::json::parse(r.to_json().dump());
+      j["command"] = "mrope fuzz";
+      j["verdict"] = level;
+      write_json_report(f->json, j);
+    }
+    exit_code = r.failed ? 1 : (!r.covered || !r.unmet.empty()) ? 3 : 0;
+  });
 }
 
 }  // namespace replayssm::cli

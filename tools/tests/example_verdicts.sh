@@ -29,6 +29,9 @@ for t in r.get("fixtures_through_target", []):
 for c in r.get("fuzz", []):
     if c.get("check"):
         named.append(c["check"])
+for m in r.get("mrope_sessions", []):
+    if m.get("failure"):
+        named.append("mrope:" + m["failure"]["check"])
 print(r["verdict"], " ".join(sorted(set(named))))
 PYEOF
 }

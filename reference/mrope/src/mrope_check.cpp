@@ -5,6 +5,7 @@
 #include "replayssm/error.hpp"
 #include "replayssm/mrope/mrope.hpp"
 #include "replayssm/mrope/mrope_fixture.hpp"
+#include "replayssm/mrope/mrope_session.hpp"
 
 namespace replayssm::mrope {
 
@@ -42,6 +43,7 @@ Fixture to_fixture(const MropeFixture& mf) {
 }
 
 std::map<std::string, Tensor> fixture_outputs(const Fixture& f) {
+  if (f.op == kSessionOp) return session_fixture_outputs(f);
   require(f.op == "mrope.rotary", "op", "unknown MRoPE operation '", f.op, "'");
   require(f.config.is_object() && f.config.contains("model") && f.config.at("model").is_string(), "config.model",
           "must name the MRoPE preset");

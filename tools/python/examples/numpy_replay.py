@@ -31,6 +31,12 @@ and a conv campaign catch it:
     replayssm check --target exec:'python3 .../numpy_replay.py --fault conv_commit_keeps_window_tail' fixtures/conv
     replayssm fuzz --target exec:'python3 .../numpy_replay.py --fault conv_commit_keeps_window_tail' --conv on ...
 conv_window_not_copied and conv_fresh_keeps_tenant_window act on the conv windows only (numpy_conv_slots.py).
+
+MRoPE positions (protocol 1.10): it claims "mrope" for all four presets with padding at position 0, and the fixture
+op mrope.rotary; the bookkeeping and the rotary are numpy_mrope.py, with its seeded faults (MROPE_FAULTS:
+mrope_delta_from_chunk, mrope_verify_advances_T, mrope_pad_takes_last_delta, mrope_delta_by_batch_row,
+mrope_index_from_rope), which act on the MRoPE commands only:
+    replayssm mrope fuzz --target exec:'python3 .../numpy_replay.py --fault mrope_verify_advances_T'
 """
 
 from __future__ import annotations
@@ -50,9 +56,10 @@ sys.path.insert(0, HERE)
 from numpy_conv_slots import SLOT_FAULTS, ConvSlots  # noqa: E402
 from numpy_fixture_ops import FIXTURE_FAULTS, run_fixture_op  # noqa: E402
 from numpy_graphs import GRAPH_FAULTS, CapturedGraph  # noqa: E402
+from numpy_mrope import MROPE_FAULTS, NumpyMrope, run_rotary_fixture  # noqa: E402
 from replay_math import Recurrence, round_bf16  # noqa: E402
-from replayssm_kit.target import (CONV_FIXTURE_OPS, FIXTURE_OPS, Row, Rows, Target, TargetError, serve,  # noqa: E402
-                                  step_mix_excess)
+from replayssm_kit.target import (CONV_FIXTURE_OPS, FIXTURE_OPS, MROPE_FIXTURE_OPS, MROPE_MODELS, Row,  # noqa: E402
+                                  Rows, Target, TargetError, serve, step_mix_excess)
 
 # Seeded bugs, each visible to a different check of the judge: the committed states (off_by_one_accepted),
 # the untouched-slot check through `pool` (pad_row_writes_slot0: a PAD row's index -1 aliasing slot 0) and the
@@ -77,11 +84,13 @@ from replayssm_kit.target import (CONV_FIXTURE_OPS, FIXTURE_OPS, Row, Rows, Targ
 # implementation, protocol 1.8) catches it. graph_replay_slots_baked, graph_replay_live_rows_baked and
 # graph_replay_accepted_baked (numpy_graphs.py) are a captured bucket whose persistent buffers keep the slots, the
 # live row count or the accepted counts of its first replay: only a later replay with other values shows them.
+# The MRoPE faults (MROPE_FAULTS, numpy_mrope.py) act on the mrope_* commands only.
 DECODE_DRIFT = 2.0 ** -10
 STEP_MIX_FAULTS = {"one_width_unclaimed": {"one_width": True}, "prefill_apart_unclaimed": {"prefill_apart": True}}
 FAULTS = ("off_by_one_accepted", "pad_row_writes_slot0", "writes_gap", "graph_tail_processed",
           "width_capped_at_8", "strided_index_as_contiguous", "capture_writes_live_state",
-          "l2norm_eps_outside_sqrt", "commit_one_call_late", "decode_path_drift") + tuple(STEP_MIX_FAULTS) + FIXTURE_FAULTS + SLOT_FAULTS + GRAPH_FAULTS
+          "l2norm_eps_outside_sqrt", "commit_one_call_late", "decode_path_drift") + tuple(STEP_MIX_FAULTS) + FIXTURE_FAULTS \
+    + SLOT_FAULTS + GRAPH_FAULTS + MROPE_FAULTS
 # --step-mix: what the example's kernel takes in one step, claimed as the step_mix capability.
 STEP_MIXES = {"any": {}, "one_width": {"one_width": True}, "prefill_apart": {"prefill_apart": True},
               "both": {"one_width": True, "prefill_apart": True}}
@@ -97,11 +106,13 @@ class NumpyReplay(Target):
         self.fault, self.claims = fault, claims
         self.step_mix = STEP_MIXES[step_mix]  # claimed
         self.takes = self.step_mix or STEP_MIX_FAULTS.get(fault, {})  # what the kernel takes, claimed or not
+        self.mrope = NumpyMrope(fault)
 
     def capabilities(self) -> dict:
         caps = self._all_capabilities()
-        if self.claims == "nothing":  # no op: every configuration is refused, no campaign can run
+        if self.claims == "nothing":  # no op and no MRoPE model: every configuration is refused, no campaign can run
             caps["ops"] = []
+            del caps["mrope"]
         elif self.claims == "unexercisable":
             # The verify fixture op at a dtype pair no committed mtp_verify fixture has (BF16 activations with a
             # BF16 state): the campaigns run, the claimed op's fixtures cannot.
@@ -117,11 +128,14 @@ class NumpyReplay(Target):
                 "bit_exact": False, "pad_outputs_zero": True, "design": "replay", "copy_slot": True,
                 "l2norms": ["rsqrt_mul", "div_sqrt"], "kda_gates": ["softplus", "lower_bound_sigmoid"],
                 "pad_conventions": ["minus_one", "null_block", "pad_slot"], "graph_padding": True,
-                "out_of_place_commit": True, "fixture_ops": list(FIXTURE_OPS + CONV_FIXTURE_OPS), "capture": True,
+                "out_of_place_commit": True, "fixture_ops": list(FIXTURE_OPS + CONV_FIXTURE_OPS + MROPE_FIXTURE_OPS),
+                "capture": True,
                 # Replayed buckets run from their persistent index buffers (numpy_graphs.py, protocol 1.9).
                 "graph_replay": True,
                 # Every row is computed apart from the others, the same way each time (protocol 1.8).
-                "self_check": {"exact": ["repeat", "permute"], "tier": "fp32"}}
+                "self_check": {"exact": ["repeat", "permute"], "tier": "fp32"},
+                # MRoPE positions of every preset, padding at position 0 and unrotated (numpy_mrope.py, protocol 1.10).
+                "mrope": {"models": list(MROPE_MODELS), "pad_positions": "zero"}}
 
     def _kernel_rows(self, rows) -> list:
         """The rows as the kernel sees them: slot and write_slot read from the kit's index arrays (rows.index,
@@ -309,7 +323,25 @@ class NumpyReplay(Target):
     def pool(self, layer: int) -> np.ndarray:
         return self.pools[layer]
 
+    # --- MRoPE positions (protocol 1.10): numpy_mrope.py -----------------------------------------------------------
+    def mrope_setup(self, config: dict, q_heads: int, k_heads: int) -> None:
+        self.mrope.setup(config, q_heads, k_heads)
+
+    def mrope_admit(self, req: int, segments: list) -> None:
+        self.mrope.admit(req, segments)
+
+    def mrope_step(self, rows: list, q: np.ndarray, k: np.ndarray) -> tuple:
+        return self.mrope.step(rows, q, k)
+
+    def mrope_accept(self, rows: list) -> None:
+        self.mrope.accept(rows)
+
+    def mrope_release(self, req: int) -> None:
+        self.mrope.release(req)
+
     def fixture(self, op: str, config: dict, inputs: dict) -> dict:
+        if op in MROPE_FIXTURE_OPS:
+            return run_rotary_fixture(config, inputs)
         return run_fixture_op(op, config, inputs, self.fault)
 
 

@@ -9,6 +9,8 @@ for BF16.
   * Otherwise rounded to nearest, ties to even, once: float32 -> BF16 is what a kernel's bf16 store does
     (__float2bfloat16_rn); float64 -> F32 or -> BF16 is rounded directly from the float64 value (no double
     rounding through float32).
+  * I64 and I32 (MRoPE positions, indices, deltas: protocol 1.10) only from integer values, exactly: a floating or
+    boolean array, or a value outside the wanted range, is refused.
 """
 
 from __future__ import annotations
@@ -61,18 +63,35 @@ def f64_to_bf16_bits(x) -> np.ndarray:
     return f32_to_bf16_bits(bits.view(np.float32).reshape(x.shape))
 
 
+INT_DTYPES = {"I64": np.dtype("<i8"), "I32": np.dtype("<i4")}
+
+
+def _int_wire(arr: np.ndarray, dtype: str, field: str) -> np.ndarray:
+    """An integer array as the wanted integer dtype, exactly (ConversionError for values outside its range)."""
+    want = INT_DTYPES[dtype]
+    info = np.iinfo(want)
+    if arr.size and (int(arr.min()) < info.min or int(arr.max()) > info.max):
+        raise ConversionError(field, f"holds values outside the range of {dtype}")
+    return arr.astype(want)
+
+
 def to_wire(value, dtype: str, shape: tuple, field: str, flat_ok: bool = True) -> np.ndarray:
     """value as a C-contiguous array of `shape` in the stored form of `dtype` ("F32": float32, "BF16": uint16
-    bits). The value must hold floating-point numbers, have exactly `shape`, or (flat_ok) be 1-D with as many
-    elements. ConversionError naming `field` otherwise."""
+    bits, "I64" / "I32": int64 / int32). The value must hold floating-point numbers (integers for I64 and I32),
+    have exactly `shape`, or (flat_ok) be 1-D with as many elements. ConversionError naming `field` otherwise."""
     arr, is_bf16 = _numpy_of(value, field)
-    if not is_bf16 and arr.dtype.kind != "f":
+    if dtype in INT_DTYPES and (is_bf16 or arr.dtype.kind not in "iu"):
+        raise ConversionError(field, f"has dtype {'bfloat16' if is_bf16 else arr.dtype}, expected integer values "
+                                     f"({dtype})")
+    if not is_bf16 and dtype not in INT_DTYPES and arr.dtype.kind != "f":
         raise ConversionError(field, f"has dtype {arr.dtype}, expected floating-point values ({dtype})")
     want = tuple(int(d) for d in shape)
     count = int(np.prod(want, dtype=np.int64))
     if tuple(arr.shape) != want and not (flat_ok and arr.ndim == 1 and arr.size == count):
         raise ConversionError(field, f"has shape {list(arr.shape)}, expected {list(want)}")
-    if dtype == "F32":
+    if dtype in INT_DTYPES:
+        out = _int_wire(arr, dtype, field)
+    elif dtype == "F32":
         if is_bf16:
             out = bf16_bits_to_f32(arr)
         else:
@@ -86,6 +105,6 @@ def to_wire(value, dtype: str, shape: tuple, field: str, flat_ok: bool = True) -
         else:
             out = f32_to_bf16_bits(arr.astype(np.float32))
     else:
-        raise ConversionError(field, f"the protocol answers F32 or BF16 values, not {dtype}")
+        raise ConversionError(field, f"the protocol answers F32, BF16, I64 or I32 values, not {dtype}")
     return np.ascontiguousarray(out).reshape(want)
 

@@ -18,6 +18,13 @@ L2NORM_FORMULA_MINOR = 6  # the minor version that added l2norm forms by formula
 STEP_MIX_MINOR = 7  # the minor version that added `step_mix` (what one step may mix: one width, prefill apart)
 SELF_CHECK_MINOR = 8  # the minor version that added `self_check` (what an implementation claims about its own paths)
 GRAPH_REPLAY_MINOR = 9  # the minor version that added `graph_replay` (a step's and commit's `replay` field)
+MROPE_MINOR = 10  # the minor version that added MRoPE positions (`mrope`, the mrope_* commands, mrope.rotary)
+# MRoPE (protocol 1.10, docs/mrope.md): the fixture op advertised only when capabilities() lists it in `fixture_ops` and
+# only to a judge speaking 1.10 or later; the presets a target may claim in capabilities()["mrope"]["models"]; the
+# methods a claim of `mrope` needs.
+MROPE_FIXTURE_OPS = ("mrope.rotary",)
+MROPE_MODELS = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl", "qwen3.5")
+MROPE_METHODS = ("mrope_setup", "mrope_admit", "mrope_step", "mrope_accept", "mrope_release")
 SELF_CHECKS = ("verify_vs_steps", "repeat", "permute")  # the judge's self checks (docs/lifecycle.md, "Self checks")
 CONV_METHODS = ("conv_step", "conv_commit", "conv_committed_state", "conv_pool")
 
@@ -46,7 +53,10 @@ class Target:
         the implementation's own paths may differ at}, default none exact and fp32; sent only to a judge speaking
         1.8 or later: an older one holds every implementation to the default), graph_replay (bool, default
         false; needs capture and graph_padding: steps that replay a bucket captured earlier in the case carry
-        rows.replay = (rows, T); sent only to a judge speaking 1.9 or later). Missing
+        rows.replay = (rows, T); sent only to a judge speaking 1.9 or later), mrope ({"models": [names of
+        MROPE_MODELS], "pad_positions": "zero" | "any"}, default none; claims the five mrope_* methods, which must
+        be overridden; sent only to a judge speaking 1.10 or later; list MROPE_FIXTURE_OPS in fixture_ops to claim
+        the mrope.rotary fixture op, also 1.10 or later only). Missing
         keys take the protocol's defaults; the generator produces only what is covered."""
         return {}
 
@@ -137,23 +147,79 @@ class Target:
         """Raw conv pool of one layer: [S, C*(W-1) + 4] (a 4-value gap after each window, never written)."""
         raise NotImplementedError("conv_pool")
 
+    # --- MRoPE positions (protocol 1.10, docs/target-protocol.md "MRoPE positions (1.10)", docs/mrope.md) --------
+    # Claimed by capabilities()["mrope"] = {"models": [...], "pad_positions": "zero" | "any"}, which needs all five
+    # methods; the default declines (never sent). Independent of the recurrent state: no `setup` comes first, and the
+    # lifecycle commands never see MRoPE. The kit checks every field and the order of the commands (below) before a
+    # method is called; the bookkeeping (positions, delta, the computed-token cursor) is the implementation's own.
+
+    def mrope_setup(self, config: dict, q_heads: int, k_heads: int) -> None:
+        """Starts a new MRoPE case: every request is dropped.
+
+        config:  the preset in full: model (informational, one of the claimed models), head_dim, rotary_dim R
+                 (even, <= head_dim; dims >= R are copied), theta, mrope_section [s0, s1, s2] (sums to R/2),
+                 interleaved (bool: the interleaved axis map, else chunked), spatial_merge_size,
+                 temporal_patch_size, video_rule ("frame-index", "scaled-time" or "per-frame") and
+                 tokens_per_second (used by scaled-time only).
+        q_heads, k_heads: the heads of every later step's q [N, q_heads, head_dim] and k [N, k_heads, head_dim].
+        """
+        raise NotImplementedError("mrope_setup")
+
+    def mrope_admit(self, req: int, segments: list) -> None:
+        """Registers request `req` (>= 0, not live) with its prompt: segments in the format of `replayssm mrope
+        positions` (docs/mrope.md section 7): {"type": "text", "length": L}, {"type": "image", "grid": [T, H, W]},
+        {"type": "video", "grid": [T, H, W]} with "second_per_grid" (or "fps") for scaled-time and "frame_text"
+        (optional) for per-frame. Nothing of it is computed yet; the prompt has at least one token."""
+        raise NotImplementedError("mrope_admit")
+
+    def mrope_step(self, rows: list, q, k) -> tuple:
+        """One forward of the full-attention layers.
+
+        rows:  MropeRow in packed order (kind, tokens, token_offset, req): "prefill" (the request's next `tokens`
+               prompt tokens; the chunk that computes the last one leaves a sampled token pending), "verify" (the
+               pending token and tokens - 1 drafts at absolute indices [C, C + tokens), C the request's computed
+               count; mrope_accept follows), "decode" (the pending token alone, computed and accepted: C += 1),
+               then at most one "pad" row (req None), the bucket's padding. Each request at most once, any order.
+        q, k:  float32 [N, q_heads, head_dim] and [N, k_heads, head_dim], N the rows' tokens.
+        Returns (positions, index, q_rot, k_rot): positions int [3, N] (rows t, h, w), index int [N] (each token's
+        absolute index in its request, its KV slot: never a rope coordinate; -1 for padding), q_rot and k_rot
+        float (q and k rotated; dims >= rotary_dim copied). Padding under pad_positions "zero": positions 0 and
+        q, k unrotated, bit for bit. Answered as I64 and F32.
+        """
+        raise NotImplementedError("mrope_step")
+
+    def mrope_accept(self, rows: list) -> None:
+        """The accepted counts of the last step's verify rows: (req, accepted) pairs, one per verify row,
+        1 <= accepted <= the row's tokens (the pending token and accepted - 1 drafts): C += accepted and a new
+        token is pending; the rejected drafts leave nothing behind."""
+        raise NotImplementedError("mrope_accept")
+
+    def mrope_release(self, req: int) -> None:
+        """Ends request `req` (finished, aborted, preempted for good); its id may be admitted again."""
+        raise NotImplementedError("mrope_release")
+
     def fixture(self, op: str, config: dict, inputs: dict) -> dict:
         """Optional: one static fixture's operation (docs/fixture-format.md; the ops of FIXTURE_OPS), so that
         `replayssm conform --target exec:...` runs the committed fixtures through the implementation too.
 
         op:      "recurrent", "chunked", "mtp_verify", "replay_commit" or "mtp_batch"; when claimed, the conv
-                 ops "conv.prefill", "conv.update", "conv.commit" (docs/fixture-format.md section 11);
+                 ops "conv.prefill", "conv.update", "conv.commit" (docs/fixture-format.md section 11) and, from
+                 protocol 1.10, "mrope.rotary" (docs/mrope.md section 5);
         config:  the fixture's config: {"model": the model configuration, "args": {"chunk": C} for chunked};
                  for the conv ops {"conv": {name, H, HV, K, V, channels, kernel_size, activation, bias,
-                 act_dtype, state_dtype}, "args": {"case": tag}} (no "model");
+                 act_dtype, state_dtype}, "args": {"case": tag}} (no "model"); for mrope.rotary {"model": the
+                 preset's name, "request": the request document};
         inputs:  the fixture's in.* and param.* tensors under their full names ("in.q", "in.state",
                  "param.A_log"; conv: "in.x" [T, C], "in.state" [C, W-1], "in.accepted", "param.weight" [C, W],
                  "param.bias" [C]): float tensors as float32 (BF16 widened exactly), in.slot / in.accepted as
-                 int32.
-        Returns the out.* tensors ("out.o" or "o", ...; conv: out.y, out.state, out.states): NumPy arrays or
-        torch tensors, converted to each expected tensor's dtype and shape (a BF16 state or output rounded to
-        nearest even once). Overriding it advertises every op of FIXTURE_OPS unless capabilities() lists
-        `fixture_ops`; the conv ops are advertised only when listed there."""
+                 int32; mrope.rotary: the request and rotary configuration as I64 / F64 tensors (in.segments,
+                 in.second_per_grid, in.frame_text, in.generated, in.head_dim, ...; mrope_fixture.hpp), in.q, in.k.
+        Returns the out.* tensors ("out.o" or "o", ...; conv: out.y, out.state, out.states; mrope.rotary:
+        out.positions, out.delta, out.prompt_len as integers, out.q_rot, out.k_rot): NumPy arrays or torch
+        tensors, converted to each expected tensor's dtype and shape (a BF16 state or output rounded to nearest
+        even once; integer tensors exactly, from integer values only). Overriding it advertises every op of
+        FIXTURE_OPS unless capabilities() lists `fixture_ops`; the conv and MRoPE ops are advertised only when
+        listed there."""
         raise NotImplementedError("fixture")
 
     def is_fatal(self, error: BaseException) -> bool:

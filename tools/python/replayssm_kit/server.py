@@ -18,14 +18,18 @@ from .convert import ConversionError, to_wire
 from .protocol import (PROTOCOL_NAME, VERSION, Frame, ProtocolError, digest64, digest_rows, hex64, parse_hex64,
                        read_frame, write_frame)
 from .interface import (CAPTURE_MINOR, CONV_FIXTURE_OPS, CONV_FIXTURE_OPS_MINOR, CONV_METHODS, CONV_STATE_MINOR,
-                        GRAPH_REPLAY_MINOR, L2NORM_FORMULA_MINOR, SELF_CHECK_MINOR, SELF_CHECKS, STEP_MIX_MINOR,
-                        FIXTURE_OPS, Target)
+                        GRAPH_REPLAY_MINOR, L2NORM_FORMULA_MINOR, MROPE_FIXTURE_OPS, MROPE_METHODS, MROPE_MINOR,
+                        SELF_CHECK_MINOR, SELF_CHECKS, STEP_MIX_MINOR, FIXTURE_OPS, Target)
+from .mrope import MropeCase, parse_claim
 from .rows import STEP_MIX_KEYS, TargetError, step_mix_excess
 from .session import Session, integer, parse_rows
 
 
+MROPE_COMMANDS = MROPE_METHODS  # the protocol's MRoPE commands (1.10) are named as the Target methods that take them
 COMMANDS = ("hello", "setup", "allocate", "step", "commit", "copy_slot", "committed_state", "pool", "fixture",
-            "capture", "conv_step", "conv_commit", "conv_committed_state", "conv_pool", "shutdown")
+            "capture", "conv_step", "conv_commit", "conv_committed_state", "conv_pool") + MROPE_COMMANDS + ("shutdown",)
+# Commands that need no `setup` before them: MRoPE is independent of the recurrent state.
+NO_SETUP = ("hello", "setup", "fixture", "shutdown") + MROPE_COMMANDS
 
 
 class _Refused(TargetError):
@@ -48,6 +52,8 @@ class _Loop:
         self.buckets = set()  # (rows, T) captured in this case: the buckets a step may replay
         self.convs = False
         self.step_mix = {}
+        self.mrope = None  # the mrope claim (parse_claim) made to a judge speaking 1.10 or later
+        self.mrope_case = None  # the MRoPE case of the last successful mrope_setup (mrope.MropeCase)
 
     # --- commands ------------------------------------------------------------------------------------------
     def hello(self, frame):
@@ -96,9 +102,10 @@ class _Loop:
             raise TargetError("capabilities.conv_state", f"is claimed but the target does not override {missing}")
         # A judge before 1.5 has no conv commands: the claim is left out rather than made to it.
         caps["conv_state"] = self.convs = convs and v[1] >= CONV_STATE_MINOR
+        self._hello_mrope(caps, v)
         runs_fixtures = type(self.target).fixture is not Target.fixture
         claimed = caps.get("fixture_ops", list(FIXTURE_OPS) if runs_fixtures else [])
-        known = FIXTURE_OPS + CONV_FIXTURE_OPS
+        known = FIXTURE_OPS + CONV_FIXTURE_OPS + MROPE_FIXTURE_OPS
         if not isinstance(claimed, (list, tuple)) or any(op not in known for op in claimed):
             raise TargetError("capabilities.fixture_ops", f"must list fixture ops of {list(known)}, got {claimed!r}")
         if len(set(claimed)) != len(claimed):
@@ -107,6 +114,8 @@ class _Loop:
             raise TargetError("capabilities.fixture_ops", "are claimed but the target does not override fixture")
         if v[1] < CONV_FIXTURE_OPS_MINOR:  # a judge before 1.3 has no conv ops and refuses names it does not know
             claimed = [op for op in claimed if op not in CONV_FIXTURE_OPS]
+        if v[1] < MROPE_MINOR:  # nor does a judge before 1.10 know mrope.rotary
+            claimed = [op for op in claimed if op not in MROPE_FIXTURE_OPS]
         caps["fixture_ops"] = list(claimed)
         self.fixture_ops = set(claimed)
         mix = caps.get("step_mix", {})
@@ -134,6 +143,21 @@ class _Loop:
             caps["l2norms"] = [n for n in caps["l2norms"] if n in ("rsqrt_mul", "div_sqrt", "none")]
         self.greeted = True
         return {"protocol": PROTOCOL_NAME, "version": list(VERSION), "capabilities": caps}, None
+
+    def _hello_mrope(self, caps: dict, v: list) -> None:
+        """The mrope claim (1.10): checked strictly, the methods it needs overridden; passed to a judge speaking
+        1.10 or later (pad_positions filled in) and left out for an older one, which sends no MRoPE command."""
+        self.mrope = None
+        if "mrope" not in caps:
+            return
+        claim = parse_claim(caps["mrope"])
+        missing = [m for m in MROPE_METHODS if getattr(type(self.target), m) is getattr(Target, m)]
+        if missing:
+            raise TargetError("capabilities.mrope", f"is claimed but the target does not override {missing}")
+        if v[1] < MROPE_MINOR:
+            caps.pop("mrope")
+            return
+        caps["mrope"] = self.mrope = claim
 
     def setup(self, frame):
         self.session = None  # a failed setup leaves no case behind
@@ -318,6 +342,64 @@ class _Loop:
             tensors[name] = (to_wire(value, spec.get("dtype"), shape, name, flat_ok=False), spec.get("dtype"))
         return {}, tensors
 
+    # --- MRoPE positions (1.10) -------------------------------------------------------------------------------
+    def _claimed(self, op: str) -> None:
+        if self.mrope is None:
+            raise TargetError("mrope", f"'{op}': MRoPE is not claimed to this judge (capabilities.mrope, protocol "
+                                       f"1.{MROPE_MINOR})")
+
+    def _mrope(self, op: str) -> MropeCase:
+        """The case an MRoPE command acts on, after the claim and the order checks."""
+        self._claimed(op)
+        if self.mrope_case is None:
+            raise TargetError("op", f"'{op}' before a successful 'mrope_setup'")
+        self.mrope_case.check_order(op)
+        return self.mrope_case
+
+    def mrope_setup(self, frame):
+        self._claimed("mrope_setup")
+        self.mrope_case = None  # a failed mrope_setup leaves no case behind, and a new one drops every request
+        case = MropeCase(frame.msg, self.mrope)
+        self.target.mrope_setup(case.config, case.q_heads, case.k_heads)
+        self.mrope_case = case
+        return {}, None
+
+    def mrope_admit(self, frame):
+        case = self._mrope("mrope_admit")
+        req, segments, prompt_len = case.admit(frame.msg)
+        self.target.mrope_admit(req, segments)
+        case.admitted(req, prompt_len)
+        return {}, None
+
+    def mrope_step(self, frame):
+        case = self._mrope("mrope_step")
+        rows, q, k = case.step(frame)
+        got = self.target.mrope_step(rows, q, k)
+        if not isinstance(got, (list, tuple)) or len(got) != 4:
+            raise TargetError("positions", "mrope_step must return (positions, index, q_rot, k_rot), got "
+                                           f"{type(got).__name__}")
+        n, d = q.shape[0], case.head_dim
+        shapes = {"positions": ("I64", (3, n)), "index": ("I64", (n,)), "q_rot": ("F32", (n, case.q_heads, d)),
+                  "k_rot": ("F32", (n, case.k_heads, d))}
+        tensors = {name: (to_wire(value, dtype, shape, name, flat_ok=False), dtype)
+                   for value, (name, (dtype, shape)) in zip(got, shapes.items())}
+        case.stepped(rows)
+        return {}, tensors
+
+    def mrope_accept(self, frame):
+        case = self._mrope("mrope_accept")
+        pairs = case.accept(frame.msg)
+        self.target.mrope_accept(pairs)
+        case.accepted(pairs)
+        return {}, None
+
+    def mrope_release(self, frame):
+        case = self._mrope("mrope_release")
+        req = case.release(frame.msg)
+        self.target.mrope_release(req)
+        case.released(req)
+        return {}, None
+
     def shutdown(self, frame):
         return {}, None
 
@@ -342,7 +424,7 @@ class _Loop:
             return _error("op", f"unknown command {op!r}"), None, None
         if op != "hello" and not self.greeted:
             return _error("op", f"'{op}' before a successful 'hello'"), None, None
-        if op not in ("hello", "setup", "fixture", "shutdown") and self.session is None:
+        if op not in NO_SETUP and self.session is None:
             return _error("op", f"'{op}' before a successful 'setup'"), None, None
         try:
             start = time.perf_counter()

@@ -14,6 +14,9 @@
                                               # prefill apart, for a kernel that cannot group rows itself)
         def conv_step(self, rows, x): ...     # optional (protocol 1.5, with conv_commit, conv_committed_state,
                                               # conv_pool): claims the `conv_state` capability
+        def mrope_step(self, rows, q, k): ... # optional (protocol 1.10, with mrope_setup, mrope_admit,
+                                              # mrope_accept, mrope_release and capabilities()["mrope"]):
+                                              # -> positions, index, q_rot, k_rot
 
     if __name__ == "__main__":
         raise SystemExit(serve(MyKernel()))
@@ -33,10 +36,13 @@ from __future__ import annotations
 # The public entry point of the implementation side: the names below are the kit's API for targets. The module
 # sits on top of the kit (rows -> interface -> session -> server -> target), so nothing inside the kit imports it.
 from .interface import (CAPTURE_MINOR, CONV_FIXTURE_OPS, CONV_FIXTURE_OPS_MINOR, CONV_METHODS, CONV_STATE_MINOR,  # noqa: F401
-                        FIXTURE_OPS, STEP_MIX_MINOR, Target, is_device_fault)
+                        FIXTURE_OPS, MROPE_FIXTURE_OPS, MROPE_METHODS, MROPE_MINOR, MROPE_MODELS, STEP_MIX_MINOR,
+                        Target, is_device_fault)
+from .mrope import MropeRow  # noqa: F401
 from .rows import INDEX_FIELDS, PAD_SLOT, Row, RowIndex, Rows, TargetError, step_mix_excess  # noqa: F401
 from .server import serve  # noqa: F401
 
 __all__ = ["CAPTURE_MINOR", "CONV_FIXTURE_OPS", "CONV_FIXTURE_OPS_MINOR", "CONV_METHODS", "CONV_STATE_MINOR",
-           "FIXTURE_OPS", "INDEX_FIELDS", "PAD_SLOT", "Row", "RowIndex", "Rows", "STEP_MIX_MINOR", "Target",
-           "TargetError", "is_device_fault", "serve", "step_mix_excess"]
+           "FIXTURE_OPS", "INDEX_FIELDS", "MROPE_FIXTURE_OPS", "MROPE_METHODS", "MROPE_MINOR", "MROPE_MODELS",
+           "MropeRow", "PAD_SLOT", "Row", "RowIndex", "Rows", "STEP_MIX_MINOR", "Target", "TargetError",
+           "is_device_fault", "serve", "step_mix_excess"]

@@ -12,7 +12,7 @@ LAYERS = {
     "safetensors_io": 0, "compare": 0,
     "protocol": 1, "convert": 1, "tiers": 1,
     "rows": 2, "fixture": 2, "interface": 2,
-    "session": 3, "trace": 3,
+    "session": 3, "trace": 3, "mrope": 3,
     "server": 4,
     "engine": 5, "replay": 5,
     "target": 6, "pytest_helper": 6,

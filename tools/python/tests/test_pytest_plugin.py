@@ -31,11 +31,12 @@ def run_pytest(tmp_path, *args, plugin=True, env_extra=None):
 
 @pytest.fixture
 def small_fixtures(tmp_path):
-    """Three committed fixtures: a static golden one, a trace and an MRoPE one (not a target operation)."""
+    """Four committed fixtures: a static golden one, a trace, an MRoPE one (fixture op mrope.rotary, protocol 1.10)
+    and a ring-step one (not a target operation)."""
     d = tmp_path / "fx"
     d.mkdir()
     for rel in ("golden/tiny-gdn/tiny-gdn__recurrent__T12.safetensors", "traces/tiny-gdn/tiny-gdn__trace__0.safetensors",
-                "peer/transformers/hf-mrope__qwen3.5.safetensors"):
+                "peer/transformers/hf-mrope__qwen3.5.safetensors", "ring/tiny-gdn/tiny-gdn__ring_step__append_f32.safetensors"):
         shutil.copy(os.path.join(FIXTURES, rel), d)
     return d
 
@@ -54,14 +55,14 @@ def test_items_pass_skip_with_reasons_and_land_in_junit(tmp_path, small_fixtures
     out = run_pytest(tmp_path, *args, *(["-n", "2"] if xdist else []))
     text = out.stdout + out.stderr
     assert out.returncode == 0, text
-    # Two fixtures pass; the MRoPE fixture is skipped with its reason; the short campaign is INCOMPLETE (10 cases of
-    # 20 commands cannot reach full depth) and skipped listing what was not exercised, never passed.
-    assert "2 passed, 2 skipped" in text, text
-    assert "MRoPE fixtures are not a target operation" in text, text
+    # Three fixtures pass; the ring-step fixture is skipped with its reason; the short campaign is INCOMPLETE (10
+    # cases of 20 commands cannot reach full depth) and skipped listing what was not exercised, never passed.
+    assert "3 passed, 2 skipped" in text, text
+    assert "ring-step fixtures need the ring's records" in text, text
     assert "INCOMPLETE, not exercised: op gdn: no full-depth campaign" in text, text
     names = sorted(tc.get("name") for tc in ET.parse(junit).getroot().iter("testcase"))
     assert names == ["campaign/tiny-gdn", "fixtures/hf-mrope__qwen3.5", "fixtures/tiny-gdn__recurrent__T12",
-                     "traces/tiny-gdn__trace__0"], names
+                     "fixtures/tiny-gdn__ring_step__append_f32", "traces/tiny-gdn__trace__0"], names
 
 
 def test_strict_turns_an_incomplete_campaign_into_a_failure(tmp_path):

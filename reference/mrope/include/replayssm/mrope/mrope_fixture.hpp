@@ -67,7 +67,8 @@ Tolerance rotary_tolerance(std::int64_t max_abs_position, double max_abs_input);
 // mf.seed, precision "f64", mf's tensors and tolerances (docs/fixture-format.md).
 Fixture to_fixture(const MropeFixture& mf);
 // Recomputes out.positions, out.delta, out.prompt_len, out.q_rot and out.k_rot from the in.* tensors of an
-// "mrope.rotary" fixture (what `replayssm check` compares). Throws Error("op") for another MRoPE operation and
+// "mrope.rotary" fixture (what `replayssm check` compares); an "mrope.session" trace is recomputed by
+// session_fixture_outputs (mrope_session.hpp). Throws Error("op") for another MRoPE operation and
 // Error naming the tensor or config field for a missing or malformed input.
 std::map<std::string, Tensor> fixture_outputs(const Fixture& f);
 
