@@ -185,7 +185,10 @@ std::string Capabilities::unsupported_conv(DType act_dtype, DType state_dtype, i
 }
 
 int fixture_op_minor(const std::string& op) {
-  return op.rfind("conv.", 0) == 0 ? 3 : op == "mrope.rotary" ? kMropeMinor : 1;
+  return op.rfind("conv.", 0) == 0    ? 3
+         : op == "mrope.rotary"         ? kMropeMinor
+         : op.rfind("tree.", 0) == 0    ? kTreeFixtureMinor
+                                        : 1;
 }
 
 std::string protocol_gap(int minor, const std::string& op) {

@@ -26,7 +26,8 @@ namespace replayssm::exec {
 // 1.9 added the `graph_replay` capability and the `replay` field of step and commit (a captured bucket replayed).
 // 1.10 added MRoPE positions: the `mrope` capability, the mrope_* commands (exec_mrope.hpp) and the fixture op
 //      mrope.rotary.
-inline constexpr int kProtocolMajor = 1, kProtocolMinor = 10;
+// 1.11 added the tree fixture ops (tree.verify, tree.commit, tree.conv_update, tree.conv_commit) to `fixture_ops`.
+inline constexpr int kProtocolMajor = 1, kProtocolMinor = 11;
 // The protocol minor version that added the `capture` command; an implementation answering less is never sent it.
 inline constexpr int kCaptureMinor = 4;
 // The protocol minor version that added the conv component (`conv_state`); an implementation answering less is
@@ -47,6 +48,8 @@ inline constexpr int kGraphReplayMinor = 9;
 // The protocol minor version that added MRoPE positions (`mrope`, the mrope_* commands, fixture op mrope.rotary);
 // an implementation answering less is never sent them, whatever it claims.
 inline constexpr int kMropeMinor = 10;
+// The protocol minor version that added the tree fixture ops; an implementation answering less is never sent them.
+inline constexpr int kTreeFixtureMinor = 11;
 inline constexpr const char* kProtocolName = "replayssm.target";
 
 // What an implementation says it can do (the "capabilities" object of its hello answer).
@@ -121,10 +124,12 @@ struct Capabilities {
 
 // The fixture ops an implementation can claim: the golden operations (reference/golden.hpp, protocol 1.1) and
 // the short convolution's ops (reference/conv_fixture.hpp, protocol 1.3).
-inline const std::vector<std::string> kFixtureOps{"recurrent",    "chunked",     "mtp_verify",  "replay_commit", "mtp_batch",
-                                                  "conv.prefill", "conv.update", "conv.commit", "mrope.rotary"};
-// The protocol minor version that introduced fixture op `op`: 3 for the conv.* ops, 10 for mrope.rotary, 1 for the
-// others.
+inline const std::vector<std::string> kFixtureOps{
+    "recurrent",    "chunked",     "mtp_verify",  "replay_commit", "mtp_batch",        "conv.prefill",
+    "conv.update",  "conv.commit", "mrope.rotary", "tree.verify",  "tree.commit",      "tree.conv_update",
+    "tree.conv_commit"};
+// The protocol minor version that introduced fixture op `op`: 3 for the conv.* ops, 10 for mrope.rotary, 11 for
+// the tree.* ops, 1 for the others.
 int fixture_op_minor(const std::string& op);
 // Why an implementation answering protocol 1.<minor> is not sent fixture op `op` ("the target speaks protocol 1.2,
 // which has no fixture op 'conv.update' (added in 1.3)"); call it only when minor < fixture_op_minor(op).

@@ -254,6 +254,51 @@ void judge_mrope_rotary(const std::string& command, const Fixture& f, const Capa
   for (const auto& t : r.tensors) r.ok = r.ok && t.report.ok;
 }
 
+// tree.* (protocol 1.11, docs/fixture-format.md section 12). tree.verify and tree.commit carry a GDN/KDA model but
+// no term scales of their own yet: they are judged at their stored tolerance, the golden fp32-tier bound, which is
+// the claimed tier's bound only for an implementation claiming the fp32 tier (one claiming tf32 or bf16 is not
+// covered, with that reason, rather than held to a bound tighter than its claim). tree.conv_update and
+// tree.conv_commit are judged at their stored tolerance like the conv ops (an fp32-arithmetic convolution's bound,
+// the state exact), whatever tier is claimed. Windows (the tree's node count) are bounded by max_T.
+void judge_tree(const std::string& command, const Fixture& f, const Capabilities& caps, ExecFixtureResult& r) {
+  if (!caps.runs_fixture_op(f.op)) {
+    r.covered = false;
+    r.why = caps.protocol_minor < fixture_op_minor(f.op)
+                ? protocol_gap(caps.protocol_minor, f.op)
+                : "fixture op '" + f.op + "' is not claimed by the target (fixture_ops)";
+    return;
+  }
+  const bool conv = f.op == ref::kTreeConvUpdateOp || f.op == ref::kTreeConvCommitOp;
+  const int window = static_cast<int>(f.tensor("in.parent").shape.at(0));
+  std::string why;
+  if (conv) {
+    require(f.config.is_object() && f.config.contains("conv"), "__metadata__.config.conv", "is missing");
+    const ref::ConvConfig cc = ref::conv_config_from_json(f.config.at("conv"), "__metadata__.config.conv");
+    why = caps.unsupported_conv(cc.act_dtype, cc.state_dtype, window);
+  } else {
+    require(f.config.is_object() && f.config.contains("model"), "__metadata__.config.model", "is missing");
+    ModelConfig cfg = config_from_json(f.config.at("model"));
+    cfg.num_layers = 1;
+    why = caps.unsupported(cfg, window);
+    if (why.empty() && caps.tier != Tier::Fp32)
+      why = "tree fixtures are judged at their stored fp32-tier tolerance; the target claims the " +
+            to_string(caps.tier) + " tier (tree term scales are not derived yet)";
+  }
+  if (!why.empty()) {
+    r.covered = false;
+    r.why = why;
+    return;
+  }
+  const auto got = run_fixture(command, f);
+  r.ok = true;
+  for (const auto& name : f.tensor_names("out.")) {
+    const Tensor& want = f.tensors.at(name);
+    const Tolerance& stored = f.tolerance_for(name);
+    r.tensors.push_back(make_check(name, stored, stored.str(), want.to_f64(), got.at(name).to_f64(), want.shape));
+  }
+  for (const auto& t : r.tensors) r.ok = r.ok && t.report.ok;
+}
+
 // mrope.session (protocol 1.10): the trace's commands through the implementation's mrope_* commands, judged per
 // token (mrope_session.hpp) with the stored inputs.
 void judge_mrope_session(const std::string& command, const Fixture& f, const Capabilities& caps, ExecFixtureResult& r) {
@@ -267,6 +312,17 @@ void judge_mrope_session(const std::string& command, const Fixture& f, const Cap
                                       : "MRoPE traces: model " + sc.preset.name + " is not in mrope.models";
     return;
   }
+  // The trace's stored expectations are the tracker's (bitwise): a trace edited or stripped of them is refused
+  // before the implementation is judged by it.
+  const auto expected = mrope::session_fixture_outputs(f);
+  for (const auto& [name, t] : expected) {
+    require(f.tensors.count(name) > 0, name, "is missing from the trace (its expectation of the step)");
+    const Tensor& stored = f.tensors.at(name);
+    require(stored.dtype == t.dtype && stored.shape == t.shape && stored.data == t.data, name,
+            "differs from the reference tracker's answer: the trace is not what the judge computes");
+  }
+  for (const auto& name : f.tensor_names("out."))
+    require(expected.count(name) > 0, name, "is not an expectation of any step of the trace");
   const auto target = exec_session_target(command);
   const mrope::SessionReport rep = mrope::run_session(sc, *target, mrope::stored_inputs(f));
   r.ok = rep.ok;
@@ -332,12 +388,15 @@ ExecFixtureResult check_fixture_through(const std::string& command, const std::s
       judge_mrope_session(command, f, caps, r);
       return r;
     }
-    if (f.op.rfind("mrope.", 0) == 0 || f.op == ref::kRingStepOp || ref::is_tree_op(f.op)) {
+    if (ref::is_tree_op(f.op)) {
+      judge_tree(command, f, caps, r);
+      return r;
+    }
+    if (f.op.rfind("mrope.", 0) == 0 || f.op == ref::kRingStepOp) {
       r.covered = false;
       r.why = f.op == ref::kRingStepOp ? "ring-step fixtures need the ring's records and cursors, which the protocol "
                                          "does not expose"
-              : ref::is_tree_op(f.op) ? "tree fixtures: the protocol has no tree verify yet"
-                                      : "op '" + f.op + "' is no MRoPE operation of the protocol";
+              : "op '" + f.op + "' is no MRoPE operation of the protocol";
       return r;
     }
     if (f.op == ref::kTraceOp) {

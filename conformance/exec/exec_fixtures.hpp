@@ -18,10 +18,12 @@
 //   * mrope.rotary (protocol 1.10): every out.* tensor at its stored tolerance (positions, delta, prompt length
 //     exact; the rotary bound); mrope.session traces: their commands through the mrope_* commands, judged per token
 //     (replayssm/mrope/mrope_session.hpp), covered when the implementation claims mrope with the trace's model;
+//   * tree.* (protocol 1.11): every out.* tensor at its stored tolerance (tree.verify and tree.commit only for an
+//     implementation claiming the fp32 tier, whose bound that is: their term scales are not derived yet);
 //   * a fixture the implementation cannot run is "not covered", with the reason, never passed: its op is not
 //     claimed (or it speaks a protocol version without the op: 1.0, below 1.3 for conv.*, below 1.10 for
-//     mrope.*), its model configuration is outside the capabilities, or it is a ring-step or tree fixture (not
-//     target operations: the protocol has no command for them).
+//     mrope.*, below 1.11 for tree.*), its model configuration is outside the capabilities, or it is a ring-step
+//     fixture (not a target operation: the protocol does not expose a ring's records).
 // Failures name the tensor and the worst element (flat index, coordinates, expected, got).
 #pragma once
 

@@ -41,9 +41,9 @@ class ExecSession : public mrope::SessionTarget {
               {"k_heads", k_heads}},
          "mrope_setup");
   }
-  void admit(std::int64_t req, const std::vector<mrope::Segment>& segments) override {
+  void admit(std::int64_t req, const std::vector<mrope::Segment>& segments, std::int64_t cached) override {
     mrope::SessionCommand c;
-    c.op = mrope::SessionCommand::Op::Admit, c.req = req, c.segments = segments;
+    c.op = mrope::SessionCommand::Op::Admit, c.req = req, c.segments = segments, c.cached = cached;
     call(c.to_json(), "mrope_admit");
   }
   mrope::StepAnswer step(const std::vector<mrope::SessionRow>& rows, const std::vector<float>& q,

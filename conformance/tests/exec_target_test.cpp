@@ -304,6 +304,8 @@ TEST_F(ExecTarget, FixturesOutsideTheCapabilitiesAreNotCovered) {
       {"fixture_zeros", golden("mrope/mrope__qwen2-vl.safetensors"), "which has no fixture op 'mrope.rotary' (added in 1.10)"},
       {"fixture_zeros", std::string(REPLAYSSM_SOURCE_DIR) + "/fixtures/traces/mrope/qwen3.5__session__0.safetensors",
        "the target does not claim mrope"},
+      {"fixture_zeros", std::string(REPLAYSSM_SOURCE_DIR) + "/fixtures/trees/tiny-gdn/tiny-gdn__tree_commit__k1d3n4_a1.safetensors",
+       "which has no fixture op 'tree.commit' (added in 1.11)"},
       {"fixture_zeros", std::string(REPLAYSSM_SOURCE_DIR) + "/fixtures/ring/tiny-gdn/tiny-gdn__ring_step__append_f32.safetensors",
        "ring-step fixtures need the ring's records"},
   };

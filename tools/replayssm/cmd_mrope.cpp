@@ -10,7 +10,9 @@
 #include <string>
 
 #include "commands.hpp"
+#include "connection.hpp"
 #include "mrope_campaign.hpp"
+#include "replayssm/error.hpp"
 #include "report.hpp"
 #include "replayssm/fixture.hpp"
 #include "replayssm/mrope/mrope.hpp"
@@ -27,8 +29,8 @@ struct MropeOptions {
 
 void print_presets() {
   using namespace replayssm::mrope;
-  for (const auto& name : preset_names()) {
-    const Preset p = get_preset(name);
+  for (const auto& name : replayssm::mrope::preset_names()) {
+    const Preset p = replayssm::mrope::get_preset(name);
     std::cout << name << ": head_dim " << p.head_dim << ", rotary_dim " << p.rotary_dim() << ", theta " << p.theta
               << ", mrope_section [" << p.section[0] << "," << p.section[1] << "," << p.section[2] << "] "
               << to_string(p.layout) << ", spatial_merge_size " << p.spatial_merge_size << ", video rule "
@@ -60,6 +62,7 @@ void register_mrope(CLI::App& app) {
     int cases = 30;
     std::uint64_t seed = 20261204;
     std::string json, export_trace;
+    double timeout = 60, startup_timeout = 300;
   };
   auto f = std::make_shared<FuzzOptions>();
   CLI::App* fuzz = mrope->add_subcommand(
@@ -70,16 +73,26 @@ void register_mrope(CLI::App& app) {
   fuzz->add_option("--cases", f->cases, "Cases per model (case c draws from seed + c)")->capture_default_str();
   fuzz->add_option("--seed", f->seed, "Seed of the first case")->capture_default_str();
   fuzz->add_option("--json", f->json, "Write the machine-readable report to this file (atomically)");
+  fuzz->add_option("--target-timeout", f->timeout, "Seconds one command of an exec: target may take")
+      ->capture_default_str();
+  fuzz->add_option("--target-startup-timeout", f->startup_timeout,
+                   "Seconds an exec: target may take to answer hello (interpreter start, imports)")
+      ->capture_default_str();
   fuzz->add_option("--export-trace", f->export_trace,
                    "Write the failing case as an MRoPE trace (a fixture of op mrope.session) to this file");
   fuzz->callback([f] {
+    require(f->timeout > 0 && f->startup_timeout > 0, "target-timeout", "timeouts must be > 0 seconds");
+    exec::set_timeout(f->timeout);
+    exec::set_startup_timeout(f->startup_timeout);
     std::cout << "== MRoPE sessions through " << f->target << " (" << f->cases << " cases per model from seed " << f->seed
               << ")\n";
     const MropeCampaignResult r = run_mrope_campaign(f->target, f->models, f->cases, f->seed, std::cout);
     const char* level = r.failed ? "NOT CONFORMANT" : (!r.covered || !r.unmet.empty()) ? "INCOMPLETE" : "CONFORMANT";
+    // A failure stops the campaign: what it had not reached yet is not listed as unexercised.
     std::cout << "== verdict for " << f->target << " (MRoPE sessions): " << level << "\n";
     if (!r.covered) std::cout << "  not exercised: MRoPE sessions (" << r.why << ")\n";
-    for (const auto& u : r.unmet) std::cout << "  not exercised: " << u << "\n";
+    if (!r.failed)
+      for (const auto& u : r.unmet) std::cout << "  not exercised: " << u << "\n";
     if (!f->export_trace.empty() && r.failed) {
       save_fixture(f->export_trace, mrope::session_fixture(mrope::draw_session(r.failing_model, r.failing_seed)));
       std::cout << "wrote the failing case as an MRoPE trace to " << f->export_trace << "\n";

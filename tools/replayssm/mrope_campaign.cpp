@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "capabilities.hpp"
+#include "connection.hpp"
 #include "exec_mrope.hpp"
 #include "replayssm/error.hpp"
 
@@ -32,14 +34,28 @@ MropeCampaignResult run_mrope_campaign(const std::string& target, const std::vec
   r.target = target;
   require(cases >= 1, "cases", "must be >= 1, got ", cases);
   std::unique_ptr<mrope::SessionTarget> t;
-  try {
-    t = mrope_session_target(target);
-  } catch (const Error& e) {
-    r.covered = false;
-    r.why = e.what();
-    out << target << ": MRoPE sessions not covered: " << r.why << "\n";
-    return r;
+  // A target that does not claim mrope (or speaks a protocol before 1.10) is not covered; one that cannot start,
+  // or whose claim is malformed, has failed.
+  if (target.rfind("exec:", 0) == 0) {
+    try {
+      const exec::Capabilities caps = exec::capabilities(target.substr(5));
+      if (caps.mrope_models.empty()) r.why = "the target does not claim the mrope capability";
+      else if (!caps.mropes())
+        r.why = "the target speaks protocol 1." + std::to_string(caps.protocol_minor) +
+                ", which has no MRoPE commands (added in 1.10)";
+    } catch (const std::exception& e) {
+      r.failed = true;
+      r.failure = mrope::SessionFailure{0, "error", std::string("the target did not start: ") + e.what()};
+      out << target << ": MRoPE sessions FAILED: " << r.failure->message << "\n";
+      return r;
+    }
+    if (!r.why.empty()) {
+      r.covered = false;
+      out << target << ": MRoPE sessions not covered: " << r.why << "\n";
+      return r;
+    }
   }
+  t = mrope_session_target(target);
   const auto claimed = t->models();
   r.models = models.empty() ? claimed : models;
   for (const auto& m : r.models) {

@@ -48,4 +48,28 @@ mkdir "$WORK/tr" && cp "$WORK/fail.safetensors" "$WORK/tr/"
 [ $rc -eq 1 ] || { cat "$WORK/tbad.log"; fail "the exported trace through the faulty example: exit $rc, expected 1"; }
 "$BIN" check --target "exec:$PY $EX" "$WORK/tr" >"$WORK/tok.log" 2>&1 ||
   { cat "$WORK/tok.log"; fail "the exported trace through the correct example fails"; }
+# A trace whose stored expectations are not the tracker's is refused, naming the tensor, before the target is judged.
+mkdir "$WORK/tampered"
+"$PY" - "$WORK/tr/fail.safetensors" "$WORK/tampered/t.safetensors" "$ROOT/tools/python" <<'PYEOF' >/dev/null ||
+import sys
+sys.path.insert(0, sys.argv[3])
+import numpy as np
+import replayssm_kit as rk
+fx = rk.load_fixture(sys.argv[1])
+name = sorted(n for n in fx.tensors if n.startswith("out.") and n.endswith(".index"))[0]
+t = dict(fx.tensors)
+t[name] = np.array(t[name], copy=True)
+t[name][0] += 1
+rk.save_fixture(sys.argv[2], fx.op, fx.config, {k: (v, fx.dtypes[k]) for k, v in t.items()}, fx.tolerance, seed=fx.seed)
+print(name)
+PYEOF
+  fail "could not write the tampered trace"
+"$BIN" check --target "exec:$PY $EX" "$WORK/tampered" >"$WORK/tampered.log" 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q "differs from the reference tracker's answer" "$WORK/tampered.log" ||
+  { cat "$WORK/tampered.log"; fail "a tampered trace: exit $rc, expected 1 naming the tensor"; }
+
+# A target that cannot start is a failure, not "not covered".
+"$BIN" mrope fuzz --target "exec:$WORK/no-such-target" --target-startup-timeout 20 >"$WORK/nostart.log" 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q "(MRoPE sessions): NOT CONFORMANT" "$WORK/nostart.log" ||
+  { cat "$WORK/nostart.log"; fail "a target that cannot start: exit $rc, expected 1 (NOT CONFORMANT)"; }
 echo "mrope_sessions: ok"

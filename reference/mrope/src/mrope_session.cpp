@@ -60,7 +60,11 @@ std::int64_t SessionCommand::tokens() const {
 
 ojson SessionCommand::to_json() const {
   switch (op) {
-    case Op::Admit: return ojson{{"op", "mrope_admit"}, {"req", req}, {"segments", request_to_json(Request{segments})["segments"]}};
+    case Op::Admit: {
+      ojson j{{"op", "mrope_admit"}, {"req", req}, {"segments", request_to_json(Request{segments})["segments"]}};
+      if (cached > 0) j["cached"] = cached;
+      return j;
+    }
     case Op::Release: return ojson{{"op", "mrope_release"}, {"req", req}};
     case Op::Accept: {
       ojson rs = ojson::array();
@@ -87,9 +91,10 @@ SessionCommand SessionCommand::from_json(const nlohmann::json& j, const std::str
   const std::string op = j.at("op").get<std::string>();
   SessionCommand c;
   if (op == "mrope_admit") {
-    only_keys(j, {"op", "req", "segments"}, field);
+    only_keys(j, {"op", "req", "segments", "cached"}, field);
     c.op = Op::Admit;
     c.req = int_at(j, "req", field);
+    if (j.contains("cached")) c.cached = int_at(j, "cached", field);
     require(j.contains("segments"), field + ".segments", "is missing");
     c.segments = segments_from_json(j.at("segments"), field + ".segments");
   } else if (op == "mrope_release") {
@@ -133,6 +138,7 @@ std::string SessionCommand::str() const {
   switch (op) {
     case Op::Admit:
       os << "admit req " << req << " " << request_to_json(Request{segments})["segments"].dump();
+      if (cached > 0) os << " cached " << cached;
       break;
     case Op::Release: os << "release req " << req; break;
     case Op::Accept:

@@ -21,11 +21,20 @@ std::uint64_t model_stream(const std::string& model) {
   return h;
 }
 
-// A prompt: text, then one to three vision items each followed by text; a fifth of the prompts are text only
-// (delta 0 beside the negative deltas of the others).
-std::vector<Segment> draw_prompt(const Preset& p, Rng& rng) {
+// A prompt: text, then one to three vision items each followed by text (a tenth end with the item); a fifth of
+// the prompts are text only (delta 0 beside the negative deltas of the others). A quarter open with a long text
+// run (500 to 20000 tokens) that the request is admitted with cached, as after a prefix-cache hit, so that
+// positions reach the thousands without the judge sending thousands of tokens.
+std::vector<Segment> draw_prompt(const Preset& p, Rng& rng, std::int64_t* cached) {
   std::vector<Segment> s;
-  s.push_back(Segment::text(rng.uniform_int(1, 6)));
+  *cached = 0;
+  if (chance(rng, 0.25)) {
+    const std::int64_t run = rng.uniform_int(500, 20000);
+    s.push_back(Segment::text(run));
+    *cached = run - rng.uniform_int(1, 8);
+  } else {
+    s.push_back(Segment::text(rng.uniform_int(1, 6)));
+  }
   if (chance(rng, 0.2)) return s;
   const std::int64_t S = p.spatial_merge_size;
   const std::int64_t items = rng.uniform_int(1, 3);
@@ -33,15 +42,19 @@ std::vector<Segment> draw_prompt(const Preset& p, Rng& rng) {
     if (chance(rng, 0.6)) {
       s.push_back(Segment::image(1, S * rng.uniform_int(1, 4), S * rng.uniform_int(1, 4)));
     } else {
-      const std::int64_t T = rng.uniform_int(1, 3);
+      const std::int64_t T = rng.uniform_int(1, 6);
       Segment v = Segment::video(T, S * rng.uniform_int(1, 3), S * rng.uniform_int(1, 3));
-      static const double kFps[] = {1.0, 2.0, 4.0, 0.5, 8.0};
-      v.second_per_grid = static_cast<double>(p.temporal_patch_size) / kFps[rng.uniform_int(0, 4)];
+      // Frame rates whose time steps are exact and ones whose product tt * spg * tps is not (truncation, not
+      // rounding; the binary32 product of docs/mrope.md section 6); half the videos give fps, half spg.
+      static const double kFps[] = {1.0, 2.0, 4.0, 0.5, 8.0, 3.0, 6.0, 29.97, 2.3, 0.7};
+      const double fps = kFps[rng.uniform_int(0, 9)];
+      if (chance(rng, 0.5)) v.fps = fps;
+      else v.second_per_grid = static_cast<double>(p.temporal_patch_size) / fps;
       if (p.video_rule == VideoRule::PerFrame)
         for (std::int64_t f = 0; f < T; ++f) v.frame_text.push_back(rng.uniform_int(1, 4));
       s.push_back(v);
     }
-    s.push_back(Segment::text(rng.uniform_int(1, 4)));
+    if (i + 1 < items || !chance(rng, 0.1)) s.push_back(Segment::text(rng.uniform_int(1, 4)));
   }
   return s;
 }
@@ -74,8 +87,10 @@ SessionCase draw_session(const std::string& model, std::uint64_t seed, const Dra
       c.req = next_id;
       next_id += rng.uniform_int(1, 3);  // ids are not dense
     }
-    c.segments = draw_prompt(sc.preset, rng);
-    live.emplace(c.req, PositionTracker(sc.preset, Request{c.segments}));
+    c.segments = draw_prompt(sc.preset, rng, &c.cached);
+    PositionTracker tr(sc.preset, Request{c.segments});
+    if (c.cached > 0) tr.prefill(c.cached);
+    live.emplace(c.req, std::move(tr));
     order.push_back(c.req);
     sc.commands.push_back(std::move(c));
   };
@@ -84,10 +99,12 @@ SessionCase draw_session(const std::string& model, std::uint64_t seed, const Dra
   const std::int64_t steps = rng.uniform_int(o.steps_min, o.steps_max);
   for (std::int64_t s = 0; s < steps; ++s) {
     if (s > 0) {
-      // A request past its prompt may leave; another may arrive.
+      // A request past its prompt may leave (finished), rarely one still in its prompt (aborted, preempted for
+      // good); another may arrive.
       for (std::size_t i = 0; i < order.size(); ++i) {
         const std::int64_t r = order[i];
-        if (live.at(r).num_computed() > live.at(r).prompt_len() && chance(rng, 0.15)) {
+        const bool decoding = live.at(r).num_computed() > live.at(r).prompt_len();
+        if (chance(rng, decoding ? 0.15 : 0.04)) {
           SessionCommand c;
           c.op = SessionCommand::Op::Release;
           c.req = r;
@@ -141,6 +158,10 @@ SessionCase draw_session(const std::string& model, std::uint64_t seed, const Dra
         live.at(r).verify(T, n);
         acc.accepted.emplace_back(r, n);
       }
+      // The accepted counts in any order: an implementation pairs them with its rows by request.
+      for (std::size_t i = acc.accepted.size(); i > 1; --i)
+        std::swap(acc.accepted[i - 1],
+                  acc.accepted[static_cast<std::size_t>(rng.uniform_int(0, static_cast<std::int64_t>(i) - 1))]);
       sc.commands.push_back(acc);
     }
   }

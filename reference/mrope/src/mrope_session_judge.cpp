@@ -54,6 +54,9 @@ std::optional<StepAnswer> SessionOracle::apply(const SessionCommand& c, const st
       require(!req_.count(c.req), field + ".req", "request ", c.req, " is already live");
       PositionTracker tr(preset_, Request{c.segments});
       require(tr.prompt_len() >= 1, field + ".segments", "the prompt has no token");
+      require(c.cached >= 0 && c.cached < tr.prompt_len(), field + ".cached", "must be in [0, prompt_len = ",
+              tr.prompt_len(), "), got ", c.cached);
+      if (c.cached > 0) tr.prefill(c.cached);  // a prefix hit: those tokens' KV exists
       req_.emplace(c.req, std::move(tr));
       order_.push_back(c.req);
       return std::nullopt;
@@ -158,6 +161,8 @@ void SessionCoverage::merge(const SessionCoverage& o) {
   decode_rows += o.decode_rows, mixed_steps += o.mixed_steps, ragged_steps += o.ragged_steps;
   permuted_steps += o.permuted_steps, sat_out += o.sat_out, pad_tails += o.pad_tails;
   negative_delta += o.negative_delta, releases += o.releases, readmits += o.readmits;
+  releases_mid_prefill += o.releases_mid_prefill, prefix_hits += o.prefix_hits;
+  max_position = std::max(max_position, o.max_position);
   for (const auto& [m, n] : o.models) models[m] += n;
 }
 
@@ -178,6 +183,9 @@ ojson SessionCoverage::to_json() const {
                {"negative_delta", negative_delta},
                {"releases", releases},
                {"readmits", readmits},
+               {"releases_mid_prefill", releases_mid_prefill},
+               {"prefix_hits", prefix_hits},
+               {"max_position", max_position},
                {"models", models}};
 }
 
@@ -189,7 +197,8 @@ SessionCoverage SessionCoverage::from_json(const nlohmann::json& j) {
   get("partial_accepts", c.partial_accepts), get("decode_rows", c.decode_rows), get("mixed_steps", c.mixed_steps);
   get("ragged_steps", c.ragged_steps), get("permuted_steps", c.permuted_steps), get("sat_out", c.sat_out);
   get("pad_tails", c.pad_tails), get("negative_delta", c.negative_delta), get("releases", c.releases);
-  get("readmits", c.readmits);
+  get("readmits", c.readmits), get("releases_mid_prefill", c.releases_mid_prefill), get("prefix_hits", c.prefix_hits);
+  c.max_position = j.value("max_position", std::int64_t{0});
   if (j.contains("models")) c.models = j.at("models").get<std::map<std::string, long>>();
   return c;
 }
@@ -202,7 +211,8 @@ std::string SessionCoverage::str() const {
      << " mixed prefill+verify steps, " << ragged_steps << " ragged, " << permuted_steps
      << " with rows out of admission order, " << sat_out << " with a live request sitting out, " << pad_tails
      << " bucket-padded; " << negative_delta << " requests with a negative delta past their prompt, " << releases
-     << " releases, " << readmits << " ids admitted again; models:";
+     << " releases (" << releases_mid_prefill << " before the prompt was computed), " << readmits
+     << " ids admitted again, " << prefix_hits << " prefix hits; largest position " << max_position << "; models:";
   for (const auto& [m, n] : models) os << " " << m << " " << n;
   return os.str();
 }
@@ -217,10 +227,16 @@ std::vector<std::string> SessionCoverage::unmet(const std::vector<std::string>& 
       {"decode rows", decode_rows},                         {"steps mixing prefill and verify", mixed_steps},
       {"ragged steps", ragged_steps},                       {"steps with rows out of admission order", permuted_steps},
       {"steps with a live request sitting out", sat_out},   {"bucket-padded steps", pad_tails},
-      {"requests with a negative delta past their prompt", negative_delta}, {"requests released", releases}};
-  if (cases > 0)
+      {"requests with a negative delta past their prompt", negative_delta}, {"requests released", releases},
+      {"requests released before their prompt was computed", releases_mid_prefill},
+      {"ids admitted again", readmits}, {"prefix hits (requests admitted with cached prompt tokens)", prefix_hits}};
+  if (cases > 0) {
     for (const auto& [what, n] : need)
       if (n == 0) out.push_back(std::string("MRoPE sessions: no ") + what);
+    if (max_position < kLongPosition)  // long contexts: caches, clamps and narrow position dtypes show only there
+      out.push_back("MRoPE sessions: no position of " + std::to_string(kLongPosition) + " or more (largest " +
+                    std::to_string(max_position) + ")");
+  }
   return out;
 }
 
@@ -431,8 +447,11 @@ SessionReport run_session(const SessionCase& sc, SessionTarget& target, const St
           if (pr == r && n < T) ++cov.partial_accepts;
     } else if (c.op == SessionCommand::Op::Release) {
       ++cov.releases;
+      if (const PositionTracker* tr = oracle.request(c.req); tr && tr->num_computed() < tr->prompt_len())
+        ++cov.releases_mid_prefill;
     } else if (c.op == SessionCommand::Op::Admit) {
       cov.readmits += !ever.insert(c.req).second;
+      cov.prefix_hits += c.cached > 0;
       vision[c.req] = vision_ranges(sc.preset, Request{c.segments});
       admitted_at[c.req] = admissions++;
       negative_counted.erase(c.req);
@@ -440,10 +459,14 @@ SessionReport run_session(const SessionCase& sc, SessionTarget& target, const St
     const std::optional<StepAnswer> want = oracle.apply(c, q, k, field);  // throws for an invalid case
     try {
       switch (c.op) {
-        case SessionCommand::Op::Admit: target.admit(c.req, c.segments); break;
+        case SessionCommand::Op::Admit: target.admit(c.req, c.segments, c.cached); break;
         case SessionCommand::Op::Release: target.release(c.req); break;
         case SessionCommand::Op::Accept: target.accept(c.accepted); break;
         case SessionCommand::Op::Step: {
+          for (std::size_t t = 0; t < want->index.size(); ++t)
+            if (want->index[t] >= 0)
+              for (int ax = 0; ax < 3; ++ax)
+                cov.max_position = std::max(cov.max_position, want->positions[ax * want->index.size() + t]);
           const StepAnswer got = target.step(c.rows, q, k);
           if (auto f = judge_step(sc, ci, *want, got, q, k, target.pad_zero())) {
             rep.ok = false;
@@ -473,9 +496,9 @@ class ReferenceSession : public SessionTarget {
   void setup(const Preset& preset, std::int64_t q_heads, std::int64_t k_heads) override {
     oracle_.emplace(preset, q_heads, k_heads);
   }
-  void admit(std::int64_t req, const std::vector<Segment>& segments) override {
+  void admit(std::int64_t req, const std::vector<Segment>& segments, std::int64_t cached) override {
     SessionCommand c;
-    c.op = SessionCommand::Op::Admit, c.req = req, c.segments = segments;
+    c.op = SessionCommand::Op::Admit, c.req = req, c.segments = segments, c.cached = cached;
     live().apply(c, {}, {}, "mrope_admit");
   }
   StepAnswer step(const std::vector<SessionRow>& rows, const std::vector<float>& q,

@@ -124,23 +124,37 @@ TEST(MropeSession, ThirtyCasesPerModelCoverEveryEvent) {
 class Faulty : public SessionTarget {
  public:
   using Hook = std::function<void(const std::vector<SessionRow>&, StepAnswer&)>;
-  Faulty(bool accept_as_T, Hook hook) : accept_as_T_(accept_as_T), hook_(std::move(hook)) {}
+  // The rotation recomputed from the answer's positions and the inputs (q or k, heads) -> rotated.
+  using Rerotate = std::function<std::vector<float>(const Rotary& rot, const std::vector<std::int64_t>& positions,
+                                                    std::int64_t heads, const std::vector<float>& x)>;
+  Faulty(bool accept_as_T, Hook hook, bool accept_by_order = false, Rerotate rerotate = nullptr)
+      : accept_as_T_(accept_as_T), accept_by_order_(accept_by_order), hook_(std::move(hook)),
+        rerotate_(std::move(rerotate)) {}
   std::string name() const override { return "faulty"; }
   std::vector<std::string> models() const override { return preset_names(); }
   bool pad_zero() const override { return true; }
   void setup(const Preset& p, std::int64_t qh, std::int64_t kh) override {
     inner_->setup(p, qh, kh);
     last_.clear();
+    qh_ = qh, kh_ = kh;
+    rot_ = Rotary::from(p);
   }
-  void admit(std::int64_t r, const std::vector<Segment>& s) override { inner_->admit(r, s); }
+  void admit(std::int64_t r, const std::vector<Segment>& s, std::int64_t cached) override { inner_->admit(r, s, cached); }
   StepAnswer step(const std::vector<SessionRow>& rows, const std::vector<float>& q, const std::vector<float>& k) override {
     last_ = rows;
     StepAnswer a = inner_->step(rows, q, k);
     if (hook_) hook_(rows, a);
+    if (rerotate_) a.q_rot = rerotate_(rot_, a.positions, qh_, q), a.k_rot = rerotate_(rot_, a.positions, kh_, k);
     return a;
   }
   void accept(const std::vector<std::pair<std::int64_t, std::int64_t>>& acc) override {
     auto a = acc;
+    if (accept_by_order_) {  // the counts paired with the step's verify rows by their order, not by request
+      std::vector<std::int64_t> verify;
+      for (const auto& row : last_)
+        if (row.kind == RowKind::Verify) verify.push_back(row.req);
+      for (std::size_t i = 0; i < a.size() && i < verify.size(); ++i) a[i].first = verify[i];
+    }
     if (accept_as_T_)  // the cursor advances by the window, not the accepted count
       for (auto& [r, n] : a)
         for (const auto& row : last_)
@@ -151,9 +165,12 @@ class Faulty : public SessionTarget {
 
  private:
   std::unique_ptr<SessionTarget> inner_ = reference_session_target();
-  bool accept_as_T_;
+  bool accept_as_T_, accept_by_order_;
   Hook hook_;
+  Rerotate rerotate_;
   std::vector<SessionRow> last_;
+  std::int64_t qh_ = 1, kh_ = 1;
+  Rotary rot_;
 };
 
 int cases_to_catch(SessionTarget& t, const std::string& model, std::uint64_t seed) {
@@ -184,6 +201,20 @@ TEST(MropeSession, EachFaultIsCaught) {
            for (std::size_t t = 0; t < a.index.size(); ++t)
              if (a.index[t] >= 0) a.index[t] = a.positions[t];
          });
+       }},
+      {"accepted counts paired with the verify rows by order",
+       [] { return std::make_unique<Faulty>(false, nullptr, true); }},
+      {"a cos/sin cache of 256 positions, clamped (long contexts: prefix hits)",
+       [] {
+         return std::make_unique<Faulty>(
+             false, nullptr, false,
+             [](const Rotary& rot, const std::vector<std::int64_t>& positions, std::int64_t heads, const std::vector<float>& x) {
+               const std::size_t N = positions.size() / 3;
+               std::vector<Pos3> pos(N);
+               for (std::size_t t = 0; t < N; ++t)
+                 for (int ax = 0; ax < 3; ++ax) pos[t][ax] = std::min<std::int64_t>(positions[ax * N + t], 255);
+               return rotate(rot, pos, heads, x);
+             });
        }},
       {"one q_rot element off by 0.01 (far above the rotary bound)",
        [] {

@@ -166,8 +166,9 @@ class NumpyMrope:
         self.batch_deltas = []    # mrope_delta_by_batch_row: the live requests' deltas in admission order
         self.batch_reqs = []
 
-    def admit(self, req: int, segments: list) -> None:
+    def admit(self, req: int, segments: list, cached: int = 0) -> None:
         r = self.requests[req] = MropeRequest(prompt_table(segments, self.cfg))
+        r.computed = cached  # a prefix-cache hit: those tokens' KV exists
         self.batch_reqs.append(req)
         self.batch_deltas.append(r.delta)
 

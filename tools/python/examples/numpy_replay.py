@@ -37,6 +37,11 @@ op mrope.rotary; the bookkeeping and the rotary are numpy_mrope.py, with its see
 mrope_delta_from_chunk, mrope_verify_advances_T, mrope_pad_takes_last_delta, mrope_delta_by_batch_row,
 mrope_index_from_rope), which act on the MRoPE commands only:
     replayssm mrope fuzz --target exec:'python3 .../numpy_replay.py --fault mrope_verify_advances_T'
+
+Tree fixture ops (protocol 1.11): tree.verify, tree.commit, tree.conv_update and tree.conv_commit (numpy_tree_ops.py),
+each node from its parent, commits and conv windows along the accepted node's path; its seeded faults (TREE_FAULTS:
+tree_accepted_as_chain, tree_sibling_leak, tree_conv_flattened, tree_conv_commit_as_chain) act on those ops only:
+    replayssm check --target exec:'python3 .../numpy_replay.py --fault tree_sibling_leak' fixtures/trees
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ from numpy_conv_slots import SLOT_FAULTS, ConvSlots  # noqa: E402
 from numpy_fixture_ops import FIXTURE_FAULTS, run_fixture_op  # noqa: E402
 from numpy_graphs import GRAPH_FAULTS, CapturedGraph  # noqa: E402
 from numpy_mrope import MROPE_FAULTS, NumpyMrope, run_rotary_fixture  # noqa: E402
+from numpy_tree_ops import TREE_FAULTS, TREE_OPS, run_tree_op  # noqa: E402
 from replay_math import Recurrence, round_bf16  # noqa: E402
 from replayssm_kit.target import (CONV_FIXTURE_OPS, FIXTURE_OPS, MROPE_FIXTURE_OPS, MROPE_MODELS, Row,  # noqa: E402
                                   Rows, Target, TargetError, serve, step_mix_excess)
@@ -84,13 +90,14 @@ from replayssm_kit.target import (CONV_FIXTURE_OPS, FIXTURE_OPS, MROPE_FIXTURE_O
 # implementation, protocol 1.8) catches it. graph_replay_slots_baked, graph_replay_live_rows_baked and
 # graph_replay_accepted_baked (numpy_graphs.py) are a captured bucket whose persistent buffers keep the slots, the
 # live row count or the accepted counts of its first replay: only a later replay with other values shows them.
-# The MRoPE faults (MROPE_FAULTS, numpy_mrope.py) act on the mrope_* commands only.
+# The MRoPE faults (MROPE_FAULTS, numpy_mrope.py) act on the mrope_* commands only; the tree faults (TREE_FAULTS,
+# numpy_tree_ops.py) on the tree fixture ops only.
 DECODE_DRIFT = 2.0 ** -10
 STEP_MIX_FAULTS = {"one_width_unclaimed": {"one_width": True}, "prefill_apart_unclaimed": {"prefill_apart": True}}
 FAULTS = ("off_by_one_accepted", "pad_row_writes_slot0", "writes_gap", "graph_tail_processed",
           "width_capped_at_8", "strided_index_as_contiguous", "capture_writes_live_state",
           "l2norm_eps_outside_sqrt", "commit_one_call_late", "decode_path_drift") + tuple(STEP_MIX_FAULTS) + FIXTURE_FAULTS \
-    + SLOT_FAULTS + GRAPH_FAULTS + MROPE_FAULTS
+    + SLOT_FAULTS + GRAPH_FAULTS + MROPE_FAULTS + TREE_FAULTS
 # --step-mix: what the example's kernel takes in one step, claimed as the step_mix capability.
 STEP_MIXES = {"any": {}, "one_width": {"one_width": True}, "prefill_apart": {"prefill_apart": True},
               "both": {"one_width": True, "prefill_apart": True}}
@@ -128,7 +135,7 @@ class NumpyReplay(Target):
                 "bit_exact": False, "pad_outputs_zero": True, "design": "replay", "copy_slot": True,
                 "l2norms": ["rsqrt_mul", "div_sqrt"], "kda_gates": ["softplus", "lower_bound_sigmoid"],
                 "pad_conventions": ["minus_one", "null_block", "pad_slot"], "graph_padding": True,
-                "out_of_place_commit": True, "fixture_ops": list(FIXTURE_OPS + CONV_FIXTURE_OPS + MROPE_FIXTURE_OPS),
+                "out_of_place_commit": True, "fixture_ops": list(FIXTURE_OPS + CONV_FIXTURE_OPS + MROPE_FIXTURE_OPS + TREE_OPS),
                 "capture": True,
                 # Replayed buckets run from their persistent index buffers (numpy_graphs.py, protocol 1.9).
                 "graph_replay": True,
@@ -327,8 +334,8 @@ class NumpyReplay(Target):
     def mrope_setup(self, config: dict, q_heads: int, k_heads: int) -> None:
         self.mrope.setup(config, q_heads, k_heads)
 
-    def mrope_admit(self, req: int, segments: list) -> None:
-        self.mrope.admit(req, segments)
+    def mrope_admit(self, req: int, segments: list, cached: int = 0) -> None:
+        self.mrope.admit(req, segments, cached)
 
     def mrope_step(self, rows: list, q: np.ndarray, k: np.ndarray) -> tuple:
         return self.mrope.step(rows, q, k)
@@ -342,6 +349,8 @@ class NumpyReplay(Target):
     def fixture(self, op: str, config: dict, inputs: dict) -> dict:
         if op in MROPE_FIXTURE_OPS:
             return run_rotary_fixture(config, inputs)
+        if op in TREE_OPS:
+            return run_tree_op(op, config, inputs, self.fault)
         return run_fixture_op(op, config, inputs, self.fault)
 
 

@@ -23,6 +23,10 @@ MROPE_MINOR = 10  # the minor version that added MRoPE positions (`mrope`, the m
 # only to a judge speaking 1.10 or later; the presets a target may claim in capabilities()["mrope"]["models"]; the
 # methods a claim of `mrope` needs.
 MROPE_FIXTURE_OPS = ("mrope.rotary",)
+# Tree fixture ops (protocol 1.11, docs/fixture-format.md section 12): advertised only when capabilities() lists them
+# in `fixture_ops` and only to a judge speaking 1.11 or later.
+TREE_FIXTURE_OPS = ("tree.verify", "tree.commit", "tree.conv_update", "tree.conv_commit")
+TREE_FIXTURE_MINOR = 11
 MROPE_MODELS = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl", "qwen3.5")
 MROPE_METHODS = ("mrope_setup", "mrope_admit", "mrope_step", "mrope_accept", "mrope_release")
 SELF_CHECKS = ("verify_vs_steps", "repeat", "permute")  # the judge's self checks (docs/lifecycle.md, "Self checks")
@@ -165,11 +169,13 @@ class Target:
         """
         raise NotImplementedError("mrope_setup")
 
-    def mrope_admit(self, req: int, segments: list) -> None:
+    def mrope_admit(self, req: int, segments: list, cached: int) -> None:
         """Registers request `req` (>= 0, not live) with its prompt: segments in the format of `replayssm mrope
         positions` (docs/mrope.md section 7): {"type": "text", "length": L}, {"type": "image", "grid": [T, H, W]},
         {"type": "video", "grid": [T, H, W]} with "second_per_grid" (or "fps") for scaled-time and "frame_text"
-        (optional) for per-frame. Nothing of it is computed yet; the prompt has at least one token."""
+        (optional) for per-frame. The first `cached` prompt tokens (0 <= cached < prompt_len) are computed
+        already, as after a prefix-cache hit: the first prefill chunk starts there. The prompt has at least one
+        token."""
         raise NotImplementedError("mrope_admit")
 
     def mrope_step(self, rows: list, q, k) -> tuple:

@@ -238,14 +238,21 @@ class MropeCase:
 
     # mrope_admit
     def admit(self, msg: dict) -> tuple:
+        """(req, segments, prompt_len, cached): `cached` (optional, default 0) prompt tokens are computed already,
+        as after a prefix-cache hit: 0 <= cached < prompt_len."""
         req = _integer(msg, "req", "req", 0)
         if req in self.live:
             raise TargetError("req", f"request {req} is live already (admitted and not released)")
         segments = msg.get("segments")
-        return req, segments, prompt_tokens(segments, self.config)
+        prompt_len = prompt_tokens(segments, self.config)
+        cached = _integer(msg, "cached", "cached", 0) if "cached" in msg else 0
+        if cached >= prompt_len:
+            raise TargetError("cached", f"is {cached}: at least one of the {prompt_len} prompt tokens is left to "
+                                        f"prefill")
+        return req, segments, prompt_len, cached
 
-    def admitted(self, req: int, prompt_len: int) -> None:
-        self.live[req] = _Request(prompt_len)
+    def admitted(self, req: int, prompt_len: int, cached: int = 0) -> None:
+        self.live[req] = _Request(prompt_len, cached)
 
     # mrope_step
     def step(self, frame) -> tuple:
@@ -255,6 +262,8 @@ class MropeCase:
         raw = msg.get("rows")
         if not isinstance(raw, list):
             raise TargetError("rows", "must be an array of rows")
+        if not raw:
+            raise TargetError("rows", "a step needs at least one row")
         rows, seen, offset = [], {}, 0
         for i, r in enumerate(raw):
             f = f"rows[{i}]"

@@ -27,8 +27,9 @@ PROTOCOL_NAME = "replayssm.target"
 # 1.4 the `capture` command; 1.5 the conv component of the lifecycle (`conv_state`, conv_* commands); 1.6 l2norm
 # forms by formula (and div_norm_plus_eps, div_max_norm_eps), setup.gates "checkpoint"; 1.7 `step_mix`; 1.8
 # `self_check`; 1.9 `graph_replay` (a step's and commit's `replay`: a captured bucket replayed); 1.10 MRoPE positions
-# (the `mrope` capability, the mrope_* commands, the mrope.rotary fixture op; I64 tensors in answers)
-VERSION = (1, 10)
+# (the `mrope` capability, the mrope_* commands, the mrope.rotary fixture op; I64 tensors in answers); 1.11 the tree
+# fixture ops (tree.verify, tree.commit, tree.conv_update, tree.conv_commit)
+VERSION = (1, 11)
 MAX_FRAME_BYTES = 8 << 30  # frames larger than 8 GiB are refused before anything is allocated
 
 

@@ -19,7 +19,8 @@ from .protocol import (PROTOCOL_NAME, VERSION, Frame, ProtocolError, digest64, d
                        read_frame, write_frame)
 from .interface import (CAPTURE_MINOR, CONV_FIXTURE_OPS, CONV_FIXTURE_OPS_MINOR, CONV_METHODS, CONV_STATE_MINOR,
                         GRAPH_REPLAY_MINOR, L2NORM_FORMULA_MINOR, MROPE_FIXTURE_OPS, MROPE_METHODS, MROPE_MINOR,
-                        SELF_CHECK_MINOR, SELF_CHECKS, STEP_MIX_MINOR, FIXTURE_OPS, Target)
+                        SELF_CHECK_MINOR, SELF_CHECKS, STEP_MIX_MINOR, FIXTURE_OPS, TREE_FIXTURE_MINOR,
+                        TREE_FIXTURE_OPS, Target)
 from .mrope import MropeCase, parse_claim
 from .rows import STEP_MIX_KEYS, TargetError, step_mix_excess
 from .session import Session, integer, parse_rows
@@ -105,7 +106,7 @@ class _Loop:
         self._hello_mrope(caps, v)
         runs_fixtures = type(self.target).fixture is not Target.fixture
         claimed = caps.get("fixture_ops", list(FIXTURE_OPS) if runs_fixtures else [])
-        known = FIXTURE_OPS + CONV_FIXTURE_OPS + MROPE_FIXTURE_OPS
+        known = FIXTURE_OPS + CONV_FIXTURE_OPS + MROPE_FIXTURE_OPS + TREE_FIXTURE_OPS
         if not isinstance(claimed, (list, tuple)) or any(op not in known for op in claimed):
             raise TargetError("capabilities.fixture_ops", f"must list fixture ops of {list(known)}, got {claimed!r}")
         if len(set(claimed)) != len(claimed):
@@ -116,6 +117,8 @@ class _Loop:
             claimed = [op for op in claimed if op not in CONV_FIXTURE_OPS]
         if v[1] < MROPE_MINOR:  # nor does a judge before 1.10 know mrope.rotary
             claimed = [op for op in claimed if op not in MROPE_FIXTURE_OPS]
+        if v[1] < TREE_FIXTURE_MINOR:  # nor does a judge before 1.11 know the tree ops
+            claimed = [op for op in claimed if op not in TREE_FIXTURE_OPS]
         caps["fixture_ops"] = list(claimed)
         self.fixture_ops = set(claimed)
         mix = caps.get("step_mix", {})
@@ -366,9 +369,9 @@ class _Loop:
 
     def mrope_admit(self, frame):
         case = self._mrope("mrope_admit")
-        req, segments, prompt_len = case.admit(frame.msg)
-        self.target.mrope_admit(req, segments)
-        case.admitted(req, prompt_len)
+        req, segments, prompt_len, cached = case.admit(frame.msg)
+        self.target.mrope_admit(req, segments, cached)
+        case.admitted(req, prompt_len, cached)
         return {}, None
 
     def mrope_step(self, frame):

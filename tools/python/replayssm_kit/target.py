@@ -37,12 +37,13 @@ from __future__ import annotations
 # sits on top of the kit (rows -> interface -> session -> server -> target), so nothing inside the kit imports it.
 from .interface import (CAPTURE_MINOR, CONV_FIXTURE_OPS, CONV_FIXTURE_OPS_MINOR, CONV_METHODS, CONV_STATE_MINOR,  # noqa: F401
                         FIXTURE_OPS, MROPE_FIXTURE_OPS, MROPE_METHODS, MROPE_MINOR, MROPE_MODELS, STEP_MIX_MINOR,
-                        Target, is_device_fault)
+                        TREE_FIXTURE_MINOR, TREE_FIXTURE_OPS, Target, is_device_fault)
 from .mrope import MropeRow  # noqa: F401
 from .rows import INDEX_FIELDS, PAD_SLOT, Row, RowIndex, Rows, TargetError, step_mix_excess  # noqa: F401
 from .server import serve  # noqa: F401
 
 __all__ = ["CAPTURE_MINOR", "CONV_FIXTURE_OPS", "CONV_FIXTURE_OPS_MINOR", "CONV_METHODS", "CONV_STATE_MINOR",
            "FIXTURE_OPS", "INDEX_FIELDS", "MROPE_FIXTURE_OPS", "MROPE_METHODS", "MROPE_MINOR", "MROPE_MODELS",
-           "MropeRow", "PAD_SLOT", "Row", "RowIndex", "Rows", "STEP_MIX_MINOR", "Target", "TargetError",
+           "MropeRow", "PAD_SLOT", "Row", "RowIndex", "Rows", "STEP_MIX_MINOR", "TREE_FIXTURE_MINOR", "TREE_FIXTURE_OPS",
+           "Target", "TargetError",
            "is_device_fault", "serve", "step_mix_excess"]

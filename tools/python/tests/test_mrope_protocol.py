@@ -85,7 +85,7 @@ class Recorder(Target):
     def mrope_setup(self, config, q_heads, k_heads):
         self.calls.append(("setup", config, q_heads, k_heads))
 
-    def mrope_admit(self, req, segments):
+    def mrope_admit(self, req, segments, cached=0):
         self.calls.append(("admit", req, segments))
 
     def mrope_step(self, rows, q, k):
@@ -119,7 +119,7 @@ def step_answers(target, *commands, model="qwen2-vl"):
 # --- the capability at hello -------------------------------------------------------------------------------------
 def test_the_claim_is_answered_to_a_1_10_judge_and_left_out_for_a_1_9_one():
     new = session(NumpyReplay(), HELLO_1_10)[0].msg
-    assert new["version"] == [1, 10]
+    assert new["version"] == [1, 11]  # the kit answers its own version
     assert new["capabilities"]["mrope"] == {"models": list(MROPE_MODELS), "pad_positions": "zero"}
     assert "mrope.rotary" in new["capabilities"]["fixture_ops"]
     old = session(NumpyReplay(), HELLO_1_9)[0].msg
@@ -560,3 +560,30 @@ def test_mrope_rotary_reproduces_the_committed_fixtures_through_the_protocol(pat
     for name in ("positions", "delta", "prompt_len"):
         assert np.array_equal(a.tensors["out." + name], fx.tensors["out." + name])
     assert fx.check_target(NumpyReplay()).ok  # in process, as Fixture.check_target judges it
+
+
+# --- prefix hits (cached prompt tokens) and empty steps --------------------------------------------------------
+def test_a_cached_prefix_starts_the_first_chunk_there_and_keeps_the_positions_of_its_indices():
+    """text 3000 + image [1,4,4] + text 2 on qwen2-vl, admitted with 2998 tokens cached: the first chunk is the
+    index range [2998, 3004): text 2998, 2999, the image's (3000..3001) block, then decode at index 3005 + delta."""
+    segs = [{"type": "text", "length": 3000}, {"type": "image", "grid": [1, 4, 4]}, {"type": "text", "length": 2}]
+    a = session(NumpyReplay(), HELLO_1_10, setup(), {**admit(0, segs), "cached": 2998}, step([(0, "prefill", 8)]),
+                step([(0, "decode", 1)]))
+    assert all(x.msg["ok"] for x in a), [x.msg for x in a]
+    pos, index = a[3].tensors["positions"], a[3].tensors["index"]
+    assert index.tolist() == list(range(2998, 3006))
+    assert pos[0].tolist() == [2998, 2999, 3000, 3000, 3000, 3000, 3002, 3003]
+    assert pos[2].tolist() == [2998, 2999, 3000, 3001, 3000, 3001, 3002, 3003]
+    # delta = 3003 + 1 - 3006 = -2: the first generated token (index 3006) sits at 3004
+    assert a[4].tensors["index"].tolist() == [3006] and a[4].tensors["positions"][:, 0].tolist() == [3004] * 3
+
+
+@pytest.mark.parametrize("cached,field", [(-1, "cached"), (8, "cached"), (9, "cached"), ("2", "cached")])
+def test_cached_is_refused_outside_the_prompt_naming_the_field(cached, field):
+    a = session(NumpyReplay(), HELLO_1_10, setup(), {**admit(0, TEXT_IMAGE_TEXT), "cached": cached})
+    assert not a[2].msg["ok"] and a[2].msg["error"]["field"] == field, a[2].msg
+
+
+def test_an_empty_step_is_refused_naming_rows():
+    a = session(NumpyReplay(), HELLO_1_10, setup(), admit(0, TEXT_IMAGE_TEXT), step([]))
+    assert not a[3].msg["ok"] and a[3].msg["error"]["field"] == "rows", a[3].msg

@@ -106,7 +106,7 @@ def session(target, *commands, expect_status=0):
 
 def test_hello_answers_version_and_capabilities_then_shutdown():
     a = session(Fake(), HELLO, {"op": "shutdown"})
-    assert a[0].msg["ok"] and a[0].msg["protocol"] == "replayssm.target" and a[0].msg["version"] == [1, 10]
+    assert a[0].msg["ok"] and a[0].msg["protocol"] == "replayssm.target" and a[0].msg["version"] == [1, 11]
     caps = a[0].msg["capabilities"]
     assert caps["name"] == "fake" and caps["max_T"] == 4
     assert caps["copy_slot"] is False  # Fake does not override copy_slot
@@ -135,8 +135,8 @@ def test_an_unknown_major_version_is_refused_and_ends_the_session():
     assert a[0].msg["error"]["field"] == "version" and "major version 2" in a[0].msg["error"]["message"]
     a = session(Fake(), {**HELLO, "protocol": "other"}, expect_status=1)
     assert a[0].msg["error"]["field"] == "protocol"
-    a = session(Fake(), {**HELLO, "version": [1, 10]}, {"op": "shutdown"})  # a newer minor is fine
-    assert a[0].msg["ok"] and a[0].msg["version"] == [1, 10]
+    a = session(Fake(), {**HELLO, "version": [1, 12]}, {"op": "shutdown"})  # a newer minor is fine
+    assert a[0].msg["ok"] and a[0].msg["version"] == [1, 11]
 
 
 def test_commands_out_of_order_and_unknown_ones_are_error_answers():

@@ -49,6 +49,8 @@ struct SessionCommand {
   Op op = Op::Step;
   std::int64_t req = -1;                                     // admit, release
   std::vector<Segment> segments;                             // admit
+  std::int64_t cached = 0;                                   // admit: prompt tokens already computed (a prefix
+                                                             // hit), 0 <= cached < prompt_len
   std::vector<SessionRow> rows;                              // step
   std::vector<std::pair<std::int64_t, std::int64_t>> accepted;  // accept: (req, n) per verify row of the step
 
@@ -91,7 +93,7 @@ class SessionTarget {
   virtual std::vector<std::string> models() const = 0;  // the presets it claims
   virtual bool pad_zero() const = 0;                    // pad_positions "zero"
   virtual void setup(const Preset& preset, std::int64_t q_heads, std::int64_t k_heads) = 0;
-  virtual void admit(std::int64_t req, const std::vector<Segment>& segments) = 0;
+  virtual void admit(std::int64_t req, const std::vector<Segment>& segments, std::int64_t cached) = 0;
   virtual StepAnswer step(const std::vector<SessionRow>& rows, const std::vector<float>& q,
                           const std::vector<float>& k) = 0;
   virtual void accept(const std::vector<std::pair<std::int64_t, std::int64_t>>& accepted) = 0;
@@ -120,6 +122,10 @@ class SessionOracle {
   std::vector<std::pair<std::int64_t, std::int64_t>> pending_verify_;
 };
 
+// The position a campaign must reach: long contexts (a cos/sin cache too short, positions in bf16 or fp16) show
+// only past it.
+inline constexpr std::int64_t kLongPosition = 4096;
+
 // What a campaign exercised (the MRoPE line of a verdict).
 struct SessionCoverage {
   long cases = 0, steps = 0;
@@ -131,6 +137,9 @@ struct SessionCoverage {
   long pad_tails = 0;        // steps with bucket padding
   long negative_delta = 0;   // requests with delta < 0 stepped past their prompt
   long releases = 0, readmits = 0;  // requests leaving; an id admitted again
+  long releases_mid_prefill = 0;    // requests leaving before their prompt was computed
+  long prefix_hits = 0;             // requests admitted with cached prompt tokens
+  std::int64_t max_position = 0;    // the largest position of a real token judged
   std::map<std::string, long> models;  // cases per preset
 
   void merge(const SessionCoverage& o);
