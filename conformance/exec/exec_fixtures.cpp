@@ -125,6 +125,36 @@ BatchMasks batch_masks(const Fixture& f) {
   return m;
 }
 
+// Whether fixture op f.op may be sent: claimed, and the implementation speaks the minor version that added it;
+// otherwise r is "not covered" with the reason.
+bool claimed_or_not_covered(const Fixture& f, const Capabilities& caps, ExecFixtureResult& r) {
+  if (caps.runs_fixture_op(f.op)) return true;
+  r.covered = false;
+  r.why = caps.protocol_minor < fixture_op_minor(f.op) ? protocol_gap(caps.protocol_minor, f.op)
+                                                       : "fixture op '" + f.op + "' is not claimed by the target (fixture_ops)";
+  return false;
+}
+
+// Runs the fixture through the implementation and judges every out.* tensor at the fixture's stored tolerance.
+// Integer tensors (MRoPE positions, delta, prompt length) are compared as doubles: every value is below 2^53,
+// exact.
+void judge_at_stored(const std::string& command, const Fixture& f, ExecFixtureResult& r) {
+  const auto got = run_fixture(command, f);
+  auto values = [](const Tensor& t) {
+    if (t.dtype == DType::F32 || t.dtype == DType::F64 || t.dtype == DType::BF16 || t.dtype == DType::F16)
+      return t.to_f64();
+    const auto i = t.to_i64();
+    return std::vector<double>(i.begin(), i.end());
+  };
+  r.ok = true;
+  for (const auto& name : f.tensor_names("out.")) {
+    const Tensor& want = f.tensors.at(name);
+    const Tolerance& stored = f.tolerance_for(name);
+    r.tensors.push_back(make_check(name, stored, stored.str(), values(want), values(got.at(name)), want.shape));
+  }
+  for (const auto& t : r.tensors) r.ok = r.ok && t.report.ok;
+}
+
 void judge_static(const std::string& command, const Fixture& f, const Capabilities& caps, ExecFixtureResult& r) {
   require(f.config.is_object() && f.config.contains("model"), "__metadata__.config.model", "is missing");
   ModelConfig cfg = config_from_json(f.config.at("model"));
@@ -134,13 +164,7 @@ void judge_static(const std::string& command, const Fixture& f, const Capabiliti
   if (f.op == "mtp_verify") window = static_cast<std::int32_t>(f.tensor("in.q").shape.at(0));
   if (f.op == "replay_commit") window = static_cast<std::int32_t>(f.tensor("in.k").shape.at(0));
   if (f.op == "mtp_batch") window = static_cast<std::int32_t>(f.tensor("in.q").shape.at(1));
-  if (!caps.runs_fixture_op(f.op)) {
-    r.covered = false;
-    r.why = caps.protocol_minor < fixture_op_minor(f.op)
-                ? protocol_gap(caps.protocol_minor, f.op)
-                : "fixture op '" + f.op + "' is not claimed by the target (fixture_ops)";
-    return;
-  }
+  if (!claimed_or_not_covered(f, caps, r)) return;
   if (const std::string why = caps.unsupported(cfg, window); !why.empty()) {
     r.covered = false;
     r.why = why;
@@ -202,13 +226,7 @@ void judge_static(const std::string& command, const Fixture& f, const Capabiliti
 void judge_conv(const std::string& command, const Fixture& f, const Capabilities& caps, ExecFixtureResult& r) {
   require(f.config.is_object() && f.config.contains("conv"), "__metadata__.config.conv", "is missing");
   const ref::ConvConfig cc = ref::conv_config_from_json(f.config.at("conv"), "__metadata__.config.conv");
-  if (!caps.runs_fixture_op(f.op)) {
-    r.covered = false;
-    r.why = caps.protocol_minor < fixture_op_minor(f.op)
-                ? protocol_gap(caps.protocol_minor, f.op)
-                : "fixture op '" + f.op + "' is not claimed by the target (fixture_ops)";
-    return;
-  }
+  if (!claimed_or_not_covered(f, caps, r)) return;
   // max_T bounds a verify window (conv.update, conv.commit), not a prompt chunk.
   const int window = f.op == ref::kConvPrefillOp ? 0 : static_cast<int>(f.tensor("in.x").shape.at(0));
   if (const std::string why = caps.unsupported_conv(cc.act_dtype, cc.state_dtype, window); !why.empty()) {
@@ -216,42 +234,15 @@ void judge_conv(const std::string& command, const Fixture& f, const Capabilities
     r.why = why;
     return;
   }
-  const auto got = run_fixture(command, f);
-  r.ok = true;
-  for (const auto& name : f.tensor_names("out.")) {
-    const Tensor& want = f.tensors.at(name);
-    const Tolerance& stored = f.tolerance_for(name);
-    r.tensors.push_back(make_check(name, stored, stored.str(), want.to_f64(), got.at(name).to_f64(), want.shape));
-  }
-  for (const auto& t : r.tensors) r.ok = r.ok && t.report.ok;
+  judge_at_stored(command, f, r);
 }
 
 // mrope.rotary (protocol 1.10): like the conv ops, no GDN/KDA model, so every out.* tensor is judged at the
 // fixture's stored tolerance (positions, delta and prompt length exact; the rotary bound of docs/mrope.md) whatever
 // tier the implementation claims.
 void judge_mrope_rotary(const std::string& command, const Fixture& f, const Capabilities& caps, ExecFixtureResult& r) {
-  if (!caps.runs_fixture_op(f.op)) {
-    r.covered = false;
-    r.why = caps.protocol_minor < fixture_op_minor(f.op)
-                ? protocol_gap(caps.protocol_minor, f.op)
-                : "fixture op '" + f.op + "' is not claimed by the target (fixture_ops)";
-    return;
-  }
-  const auto got = run_fixture(command, f);
-  // Integer tensors (positions, delta, prompt length) compared as doubles: every value is below 2^53, exact.
-  auto values = [](const Tensor& t) {
-    if (t.dtype == DType::F32 || t.dtype == DType::F64 || t.dtype == DType::BF16 || t.dtype == DType::F16)
-      return t.to_f64();
-    const auto i = t.to_i64();
-    return std::vector<double>(i.begin(), i.end());
-  };
-  r.ok = true;
-  for (const auto& name : f.tensor_names("out.")) {
-    const Tensor& want = f.tensors.at(name);
-    const Tolerance& stored = f.tolerance_for(name);
-    r.tensors.push_back(make_check(name, stored, stored.str(), values(want), values(got.at(name)), want.shape));
-  }
-  for (const auto& t : r.tensors) r.ok = r.ok && t.report.ok;
+  if (!claimed_or_not_covered(f, caps, r)) return;
+  judge_at_stored(command, f, r);
 }
 
 // tree.* (protocol 1.11, docs/fixture-format.md section 12). tree.verify and tree.commit carry a GDN/KDA model but
@@ -261,13 +252,7 @@ void judge_mrope_rotary(const std::string& command, const Fixture& f, const Capa
 // tree.conv_commit are judged at their stored tolerance like the conv ops (an fp32-arithmetic convolution's bound,
 // the state exact), whatever tier is claimed. Windows (the tree's node count) are bounded by max_T.
 void judge_tree(const std::string& command, const Fixture& f, const Capabilities& caps, ExecFixtureResult& r) {
-  if (!caps.runs_fixture_op(f.op)) {
-    r.covered = false;
-    r.why = caps.protocol_minor < fixture_op_minor(f.op)
-                ? protocol_gap(caps.protocol_minor, f.op)
-                : "fixture op '" + f.op + "' is not claimed by the target (fixture_ops)";
-    return;
-  }
+  if (!claimed_or_not_covered(f, caps, r)) return;
   const bool conv = f.op == ref::kTreeConvUpdateOp || f.op == ref::kTreeConvCommitOp;
   const int window = static_cast<int>(f.tensor("in.parent").shape.at(0));
   std::string why;
@@ -289,14 +274,7 @@ void judge_tree(const std::string& command, const Fixture& f, const Capabilities
     r.why = why;
     return;
   }
-  const auto got = run_fixture(command, f);
-  r.ok = true;
-  for (const auto& name : f.tensor_names("out.")) {
-    const Tensor& want = f.tensors.at(name);
-    const Tolerance& stored = f.tolerance_for(name);
-    r.tensors.push_back(make_check(name, stored, stored.str(), want.to_f64(), got.at(name).to_f64(), want.shape));
-  }
-  for (const auto& t : r.tensors) r.ok = r.ok && t.report.ok;
+  judge_at_stored(command, f, r);
 }
 
 // mrope.session (protocol 1.10): the trace's commands through the implementation's mrope_* commands, judged per

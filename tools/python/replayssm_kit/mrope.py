@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .interface import MROPE_MODELS
-from .rows import TargetError
+from .rows import TargetError, integer
 
 ROW_KINDS = ("prefill", "verify", "decode", "pad")
 VIDEO_RULES = ("frame-index", "scaled-time", "per-frame")
@@ -48,15 +48,7 @@ class MropeRow:
         return self.kind == "pad"
 
 
-def _integer(obj: dict, key: str, field: str, minimum: int | None = None) -> int:
-    if not isinstance(obj, dict) or key not in obj:
-        raise TargetError(field, "is missing")
-    x = obj[key]
-    if type(x) is not int:
-        raise TargetError(field, f"must be an integer, got {x!r}")
-    if minimum is not None and x < minimum:
-        raise TargetError(field, f"must be >= {minimum}, got {x}")
-    return x
+_integer = integer  # the kit's integer field reader (rows.py)
 
 
 def _number(obj: dict, key: str, field: str) -> float:

@@ -113,3 +113,15 @@ def step_mix_excess(rows, step_mix: dict) -> str:
         if prefill and pad:
             return f"{pad} PAD or graph tail row(s) pad a prefill step (prefill apart)"
     return ""
+
+
+def integer(obj: dict, key: str, field: str, minimum: int | None = None) -> int:
+    """obj[key] as an int (JSON integers only: true/false and 2.0 are refused); TargetError(field) otherwise."""
+    if not isinstance(obj, dict) or key not in obj:
+        raise TargetError(field, "is missing")
+    x = obj[key]
+    if type(x) is not int:
+        raise TargetError(field, f"must be an integer, got {x!r}")
+    if minimum is not None and x < minimum:
+        raise TargetError(field, f"must be >= {minimum}, got {x}")
+    return x

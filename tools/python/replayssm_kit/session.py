@@ -5,21 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .rows import INDEX_FIELDS, Row, RowIndex, Rows, TargetError
+from .rows import INDEX_FIELDS, Row, RowIndex, Rows, TargetError, integer  # noqa: F401 (integer: the kit's field reader)
 
 DTYPES = ("F32", "BF16")
 
 
-def integer(obj: dict, key: str, field: str, minimum: int | None = None) -> int:
-    """obj[key] as an int (JSON integers only: true/false and 2.0 are refused)."""
-    if not isinstance(obj, dict) or key not in obj:
-        raise TargetError(field, "is missing")
-    x = obj[key]
-    if type(x) is not int:
-        raise TargetError(field, f"must be an integer, got {x!r}")
-    if minimum is not None and x < minimum:
-        raise TargetError(field, f"must be >= {minimum}, got {x}")
-    return x
 
 
 PAD_CONVENTIONS = ("minus_one", "null_block", "pad_slot")
