@@ -78,7 +78,7 @@ MropeCampaignResult run_mrope_campaign(const std::string& target, const std::vec
       r.reproduce = "replayssm mrope fuzz --target " + (target.rfind("exec:", 0) == 0 ? "exec:'" + target.substr(5) + "'" : target) +
                     " --model " + m + " --seed " + std::to_string(s) + " --cases 1";
     }
-    out << "  " << m << ": " << passed << " cases passed";
+    out << "  " << m << ": " << passed << (passed == 1 ? " case passed" : " cases passed");
     if (r.failed && r.failing_model == m) {
       out << ", case seed " << r.failing_seed << " FAILED at command " << r.failure->command << " (check "
           << r.failure->check << "):\n    " << r.failure->message << "\n  the case up to it:\n";

@@ -148,7 +148,7 @@ std::string SessionCommand::str() const {
       os << "]";
       break;
     case Op::Step:
-      os << "step " << tokens() << " tokens [";
+      os << "step of " << tokens() << " tokens [";
       for (std::size_t i = 0; i < rows.size(); ++i) {
         os << (i ? ", " : "");
         if (rows[i].kind != RowKind::Pad) os << "req " << rows[i].req << " ";
