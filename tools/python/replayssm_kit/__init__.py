@@ -20,7 +20,8 @@ replayssm_kit.engine.EngineTarget, end the script with `raise SystemExit(serve_e
 "migrates"; tools/python/examples/numpy_engine.py is a complete engine that claims both.
 
 Trace fixtures, the lifecycle without the CLI: replay_trace(path, MyTarget()) makes the recorded calls and checks
-outputs, committed states and untouched slots at the tier the target claims (replayssm_kit.replay).
+outputs, committed states and untouched slots at the tier the target claims (replayssm_kit.replay); MRoPE
+traces the same way with replay_mrope_trace(path, MyTarget()) (replayssm_kit.mrope_replay, protocol 1.10).
 
 See docs/peer-conformance.md for the engine-side recipes, tools/python/examples/numpy_replay.py for a complete
 target, and pytest_helper for parametrized tests.
@@ -30,6 +31,7 @@ from .compare import Report, Tolerance, compare
 from .fixture import (CheckResult, Fixture, FixtureError, find_fixtures, load_fixture, read_op, save_fixture)
 from .protocol import Frame, ProtocolError, digest64, read_frame, write_frame
 from .replay import CommandResult, TraceResult, replay_trace
+from .mrope_replay import replay_mrope_trace
 from .safetensors_io import bf16_bits_to_f32, f32_to_bf16_bits, read_safetensors, write_safetensors
 from .target import Row, Target, TargetError, serve
 from .tiers import TIER_VOCABULARY, tier_tolerance
@@ -39,7 +41,8 @@ __all__ = [
     "CheckResult", "CommandResult", "Fixture", "FixtureError", "Frame", "ProtocolError", "Report", "Row",
     "TIER_VOCABULARY", "Target", "TargetError", "Tolerance", "Trace", "TraceError", "TraceResult",
     "bf16_bits_to_f32", "compare", "digest64", "f32_to_bf16_bits", "find_fixtures", "find_traces", "load_fixture",
-    "load_trace", "read_frame", "read_op", "read_safetensors", "replay_trace", "save_fixture", "serve",
+    "load_trace", "read_frame", "read_op", "read_safetensors", "replay_mrope_trace", "replay_trace", "save_fixture",
+    "serve",
     "tier_tolerance", "write_frame", "write_safetensors",
 ]
 

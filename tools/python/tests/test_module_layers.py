@@ -14,7 +14,7 @@ LAYERS = {
     "rows": 2, "fixture": 2, "interface": 2,
     "session": 3, "trace": 3, "mrope": 3,
     "server": 4,
-    "engine": 5, "replay": 5,
+    "engine": 5, "replay": 5, "mrope_replay": 6,
     "target": 6, "pytest_helper": 6,
     "pytest_plugin": 7,
     "__init__": 8, "__main__": 9,
