@@ -1,9 +1,11 @@
 // libFuzzer harness: answers of an implementation in its own process (conformance/exec/answers.cpp), without a
 // process: the frame is decoded, then read as an error answer, a hello answer (with its capabilities), a
 // digest, a pool answer of two geometries, a fixture answer (the out.* tensors of a recurrent fixture) and the
-// conv component's answers (protocol 1.5: conv_step, conv_committed_state, conv_pool through the judge's mirror).
+// conv component's answers (protocol 1.5: conv_step, conv_committed_state, conv_pool through the judge's mirror)
+// and an mrope_step answer (protocol 1.10).
 #include "answers.hpp"
 #include "exec_conv.hpp"
+#include "exec_mrope.hpp"
 #include "replayssm/lifecycle/conv_component.hpp"
 #include "harness.hpp"
 #include "replayssm/error.hpp"
@@ -52,6 +54,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     REPLAYSSM_FUZZ_CHECK(got.size() == expected.size());
     for (const auto& [name, t] : got)
       REPLAYSSM_FUZZ_CHECK(t.dtype == expected.at(name).dtype && t.shape == expected.at(name).shape);
+  } catch (const Error&) {
+  }
+  try {  // protocol 1.10: an mrope_step answer of N = 3 tokens, 2 q heads, 1 k head, head_dim 4
+    const auto m = exec::parse_mrope_step_answer(a, 3, 2, 1, 4);
+    REPLAYSSM_FUZZ_CHECK(m.positions.size() == 9 && m.index.size() == 3 && m.q_rot.size() == 24 && m.k_rot.size() == 12);
   } catch (const Error&) {
   }
   static const ref::EngineSetup conv = [] {

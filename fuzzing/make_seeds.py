@@ -88,6 +88,24 @@ def main():
         if name.endswith(".json") and not name.endswith(".out.json"):
             write("fuzz_mrope_request", name, open(os.path.join(ex, name), "rb").read())
 
+    # MRoPE session cases: the committed MRoPE traces' configs (a drawn case per model), and a short hand-made one.
+    traces = os.path.join(ROOT, "fixtures", "traces", "mrope")
+    for name in sorted(os.listdir(traces)):
+        if name.endswith(".safetensors"):
+            write("fuzz_mrope_session", name.replace(".safetensors", ".json"),
+                  header_metadata(os.path.join(traces, name))["config"])
+    short = json.loads(header_metadata(os.path.join(traces, sorted(os.listdir(traces))[0]))["config"])
+    short["commands"] = [
+        {"op": "mrope_admit", "req": 0, "segments": [{"type": "text", "length": 2}, {"type": "image", "grid": [1, 4, 4]}]},
+        {"op": "mrope_admit", "req": 1, "segments": [{"type": "text", "length": 9}], "cached": 4},
+        {"op": "mrope_step", "tokens": 8, "rows": [{"req": 1, "kind": "prefill", "tokens": 5},
+                                                 {"req": 0, "kind": "prefill", "tokens": 3}]},
+        {"op": "mrope_step", "tokens": 8, "rows": [{"req": 0, "kind": "prefill", "tokens": 3},
+                                                 {"req": 1, "kind": "verify", "tokens": 2}, {"kind": "pad", "tokens": 3}]},
+        {"op": "mrope_accept", "rows": [{"req": 1, "accepted": 1}]},
+        {"op": "mrope_release", "req": 1}]
+    write("fuzz_mrope_session", "short.json", json.dumps(short))
+
     # Fuzz-case files (reference/fuzz/fuzz_case.hpp): a tiny GDN setup with every command kind.
     model = json.loads(header_metadata(SMALL_FIXTURES[2])["config"])["model"]
     model["num_layers"] = 1

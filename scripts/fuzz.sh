@@ -40,7 +40,7 @@ while [ $# -gt 0 ]; do
 done
 
 HARNESSES=(fuzz_safetensors fuzz_fixture fuzz_replay_case fuzz_mrope_request fuzz_model_config fuzz_frame
-           fuzz_exec_answer fuzz_engine_case)
+           fuzz_exec_answer fuzz_engine_case fuzz_mrope_session)
 [ -n "$ONLY" ] && HARNESSES=("$ONLY")
 
 if [ "$BUILD" = 1 ]; then

@@ -71,21 +71,21 @@ std::optional<StepAnswer> SessionOracle::apply(const SessionCommand& c, const st
       require(!pending_verify_.empty(), field, "no step with verify rows to accept");
       require(c.accepted.size() == pending_verify_.size(), field + ".rows", "must hold the ", pending_verify_.size(),
               " verify rows of the last step, got ", c.accepted.size());
+      // The window T of request req among the last step's verify rows (0: not one of them).
+      auto window_of = [this](std::int64_t req) {
+        for (const auto& p : pending_verify_)
+          if (p.first == req) return p.second;
+        return std::int64_t{0};
+      };
       std::set<std::int64_t> seen;
       for (std::size_t i = 0; i < c.accepted.size(); ++i) {
-        const auto [r, n] = c.accepted[i];
+        const std::int64_t r = c.accepted[i].first, n = c.accepted[i].second, T = window_of(r);
         const std::string f = field + ".rows[" + std::to_string(i) + "]";
-        const auto it = std::find_if(pending_verify_.begin(), pending_verify_.end(),
-                                     [&](const auto& p) { return p.first == r; });
-        require(it != pending_verify_.end() && seen.insert(r).second, f + ".req", "request ", r,
+        require(T > 0 && seen.insert(r).second, f + ".req", "request ", r,
                 " is not a verify row of the last step (or is listed twice)");
-        require(n >= 1 && n <= it->second, f + ".accepted", "must be in [1, ", it->second, "], got ", n);
+        require(n >= 1 && n <= T, f + ".accepted", "must be in [1, ", T, "], got ", n);
       }
-      for (const auto& [r, n] : c.accepted) {
-        const auto T = std::find_if(pending_verify_.begin(), pending_verify_.end(),
-                                    [&](const auto& p) { return p.first == r; })->second;
-        req_.at(r).verify(T, n);
-      }
+      for (const auto& a : c.accepted) req_.at(a.first).verify(window_of(a.first), a.second);
       pending_verify_.clear();
       return std::nullopt;
     }
