@@ -198,8 +198,11 @@ void register_conform(CLI::App& app) {
     // fixtures ran; a failure makes it NOT CONFORMANT.
     int mrope_fail = 0;
     auto mrope_runs = nlohmann::json::array();
+    const bool fixtures_failed_already = cm_fail > 0 || through_fail > 0;
+    if (fixtures_failed_already && !*keep_going)
+      std::cout << "== MRoPE sessions skipped: the fixtures already failed (--keep-going runs them)\n";
     for (const auto& t : targets) {
-      if (t.rfind("exec:", 0) != 0) continue;
+      if (t.rfind("exec:", 0) != 0 || (fixtures_failed_already && !*keep_going)) continue;
       const exec::Capabilities caps = exec::capabilities(t.substr(5));
       if (caps.mrope_models.empty()) {
         std::cout << "== MRoPE sessions: not covered (" << t << " does not claim mrope)\n";

@@ -36,13 +36,24 @@ print(r["verdict"], " ".join(sorted(set(named))))
 PYEOF
 }
 
-# $3: the faults to run ("all", the default: every one the example lists).
+# $3: the faults to run ("all", the default: every one the example lists; a list of names; or part:K/N).
 faults=$("$PY" -c "import sys; sys.path[:0] = ['$ROOT/tools/python/examples', '$ROOT/tools/python']; import numpy_replay; print(' '.join(numpy_replay.FAULTS))")
 [ -n "$faults" ] || fail "no faults listed by numpy_replay.FAULTS"
-if [ -n "${3:-}" ] && [ "$3" != all ]; then
-  for f in $3; do case " $faults " in *" $f "*) ;; *) fail "'$f' is not a fault of numpy_replay.py" ;; esac; done
-  faults="$3"
-fi
+# "part:K/N": every N-th fault from the K-th (so that ctest runs the parts side by side); the narrow modes below
+# run in part 1 only.
+part=1
+case "${3:-}" in
+  part:*/*)
+    part=${3#part:}; part=${part%/*}; n=${3#*/}
+    [ "$part" -ge 1 ] && [ "$part" -le "$n" ] 2>/dev/null || fail "bad part '$3' (part:K/N, 1 <= K <= N)"
+    i=0; mine=""
+    for f in $faults; do [ $((i % n + 1)) -eq "$part" ] && mine="$mine $f"; i=$((i + 1)); done
+    faults="$mine" ;;
+  ""|all) ;;
+  *)
+    for f in $3; do case " $faults " in *" $f "*) ;; *) fail "'$f' is not a fault of numpy_replay.py" ;; esac; done
+    faults="$3" ;;
+esac
 for f in $faults; do
   # --no-shrink: the verdict and the named check are the first failure's; shrinking it adds nothing to either.
   "$BIN" conform --target "exec:$PY $EX --fault $f" --no-shrink --json "$WORK/$f.json" >"$WORK/$f.log" 2>&1; rc=$?
@@ -54,6 +65,7 @@ for f in $faults; do
   esac
 done
 
+[ "$part" -eq 1 ] || exit 0
 "$BIN" conform --target "exec:$PY $EX --claims nothing" --json "$WORK/nothing.json" >"$WORK/nothing.log" 2>&1; rc=$?
 [ $rc -eq 3 ] || { tail -20 "$WORK/nothing.log"; fail "--claims nothing: conform exited $rc, expected 3 (INCOMPLETE)"; }
 grep -q "not exercised: the target covers none of the campaigns' configurations" "$WORK/nothing.log" ||
