@@ -97,6 +97,16 @@ PoolAnswer parse_pool_answer(const Frame& a, std::int32_t num_slots, std::int64_
   return out;
 }
 
+const Tensor& answer_tensor(const Frame& a, const std::string& name, DType dtype, const Shape& shape,
+                            const std::string& field) {
+  const auto it = a.tensors.find(name);
+  require(it != a.tensors.end(), field, "is missing from the answer");
+  require(it->second.dtype == dtype, field, "has dtype ", std::string(dtype_name(it->second.dtype)), ", expected ",
+          std::string(dtype_name(dtype)));
+  require(it->second.shape == shape, field, "has shape ", shape_str(it->second.shape), ", expected ", shape_str(shape));
+  return it->second;
+}
+
 std::map<std::string, Tensor> parse_fixture_answer(const Frame& a, const std::map<std::string, Tensor>& expected) {
   std::string names;
   for (const auto& [name, t] : expected) names += (names.empty() ? "" : ", ") + name;
@@ -104,16 +114,8 @@ std::map<std::string, Tensor> parse_fixture_answer(const Frame& a, const std::ma
     require(expected.count(name), "target.fixture." + name, "is not an output of this fixture (expected ",
             names.empty() ? std::string("none") : names, ")");
   std::map<std::string, Tensor> out;
-  for (const auto& [name, want] : expected) {
-    const std::string field = "target.fixture." + name;
-    const auto it = a.tensors.find(name);
-    require(it != a.tensors.end(), field, "is missing from the answer");
-    require(it->second.dtype == want.dtype, field, "has dtype ", std::string(dtype_name(it->second.dtype)),
-            ", expected ", std::string(dtype_name(want.dtype)));
-    require(it->second.shape == want.shape, field, "has shape ", shape_str(it->second.shape), ", expected ",
-            shape_str(want.shape));
-    out.emplace(name, it->second);
-  }
+  for (const auto& [name, want] : expected)
+    out.emplace(name, answer_tensor(a, name, want.dtype, want.shape, "target.fixture." + name));
   return out;
 }
 

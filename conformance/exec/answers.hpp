@@ -43,6 +43,11 @@ struct PoolAnswer {
 PoolAnswer parse_pool_answer(const Frame& a, std::int32_t num_slots, std::int64_t stride, DType state_dtype,
                              const std::string& op = "pool");
 
+// Tensor `name` of an answer, of exactly `dtype` and `shape`: Error(field) saying it is missing, or which dtype or
+// shape it has instead. Every answer parser reads its tensors through this.
+const Tensor& answer_tensor(const Frame& a, const std::string& name, DType dtype, const Shape& shape,
+                            const std::string& field);
+
 // The answer to "fixture": exactly the tensors named in `expected` (the fixture's out.* tensors: name, dtype,
 // shape), each with that dtype and shape; nothing else. Error("target.fixture.<name>") naming the tensor that
 // is missing, extra, of another dtype or of another shape. Returns the answered tensors.

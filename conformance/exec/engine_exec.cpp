@@ -29,13 +29,7 @@ std::string hex32(std::uint32_t x) {
 }
 
 const Tensor& answered(const Frame& f, const std::string& name, DType dtype, const Shape& shape, const std::string& op) {
-  const std::string field = "engine." + op + "." + name;
-  const auto it = f.tensors.find(name);
-  require(it != f.tensors.end(), field, "is missing from the answer");
-  require(it->second.dtype == dtype, field, "has dtype ", std::string(dtype_name(it->second.dtype)), ", expected ",
-          std::string(dtype_name(dtype)));
-  require(it->second.shape == shape, field, "has shape ", shape_str(it->second.shape), ", expected ", shape_str(shape));
-  return it->second;
+  return answer_tensor(f, name, dtype, shape, "engine." + op + "." + name);
 }
 
 std::int32_t int_field(const json& j, const char* key, const std::string& field) {

@@ -13,16 +13,6 @@ using nlohmann::json;
 
 namespace {
 
-const Tensor& answer_tensor(const Frame& a, const std::string& name, DType dtype, const Shape& shape) {
-  const std::string field = "target.mrope_step." + name;
-  const auto it = a.tensors.find(name);
-  require(it != a.tensors.end(), field, "is missing from the answer");
-  require(it->second.dtype == dtype, field, "has dtype ", std::string(dtype_name(it->second.dtype)), ", expected ",
-          std::string(dtype_name(dtype)));
-  require(it->second.shape == shape, field, "has shape ", shape_str(it->second.shape), ", expected ", shape_str(shape));
-  return it->second;
-}
-
 class ExecSession : public mrope::SessionTarget {
  public:
   explicit ExecSession(std::string command) : command_(std::move(command)), conn_(connect(command_)) {
@@ -90,10 +80,10 @@ mrope::StepAnswer parse_mrope_step_answer(const Frame& a, std::int64_t N, std::i
     require(name == "positions" || name == "index" || name == "q_rot" || name == "k_rot", "target.mrope_step." + name,
             "is not an answer tensor of mrope_step (positions, index, q_rot, k_rot)");
   mrope::StepAnswer s;
-  s.positions = answer_tensor(a, "positions", DType::I64, {3, N}).to_i64();
-  s.index = answer_tensor(a, "index", DType::I64, {N}).to_i64();
-  s.q_rot = answer_tensor(a, "q_rot", DType::F32, {N, q_heads, head_dim}).to_f32();
-  s.k_rot = answer_tensor(a, "k_rot", DType::F32, {N, k_heads, head_dim}).to_f32();
+  s.positions = answer_tensor(a, "positions", DType::I64, {3, N}, "target.mrope_step.positions").to_i64();
+  s.index = answer_tensor(a, "index", DType::I64, {N}, "target.mrope_step.index").to_i64();
+  s.q_rot = answer_tensor(a, "q_rot", DType::F32, {N, q_heads, head_dim}, "target.mrope_step.q_rot").to_f32();
+  s.k_rot = answer_tensor(a, "k_rot", DType::F32, {N, k_heads, head_dim}, "target.mrope_step.k_rot").to_f32();
   return s;
 }
 

@@ -51,14 +51,6 @@ std::map<std::string, Tensor> run_fixture(const std::string& command, const Fixt
 // --- the target ------------------------------------------------------------------------------------------
 namespace {
 
-const Tensor& tensor(const Frame& f, const std::string& name, DType dtype, const Shape& shape, const std::string& field) {
-  const auto it = f.tensors.find(name);
-  require(it != f.tensors.end(), field, "is missing from the answer");
-  require(it->second.dtype == dtype, field, "has dtype ", std::string(dtype_name(it->second.dtype)), ", expected ",
-          std::string(dtype_name(dtype)));
-  require(it->second.shape == shape, field, "has shape ", shape_str(it->second.shape), ", expected ", shape_str(shape));
-  return it->second;
-}
 
 // Rows before the graph tail (protocol 1.2's live_rows; all rows of an eager step).
 std::int64_t live_rows(const std::vector<ref::TargetRow>& rows) {
@@ -177,7 +169,7 @@ class ExecTarget : public ref::Target {
     std::vector<std::vector<float>> out;
     for (std::size_t l = 0; l < inputs.size(); ++l) {
       const std::string name = "o." + std::to_string(l);
-      out.push_back(tensor(a, name, cfg.act_dtype, {N, cfg.HV, cfg.V}, "target.step." + name).to_f32());
+      out.push_back(answer_tensor(a, name, cfg.act_dtype, {N, cfg.HV, cfg.V}, "target.step." + name).to_f32());
     }
     return out;
   }
@@ -205,7 +197,7 @@ class ExecTarget : public ref::Target {
                                         "target.committed_state.digest");
     if (cached.valid && d == cached.digest && !a.tensors.count("state")) return cached.values;
     const Shape shape = cfg.layout == StateLayout::KV ? Shape{cfg.HV, cfg.K, cfg.V} : Shape{cfg.HV, cfg.V, cfg.K};
-    cached.values = tensor(a, "state", cfg.state_dtype, shape, "target.committed_state.state").to_f32();
+    cached.values = answer_tensor(a, "state", cfg.state_dtype, shape, "target.committed_state.state").to_f32();
     cached.digest = d;
     cached.valid = true;
     return cached.values;

@@ -383,6 +383,7 @@ SessionReport run_session(const SessionCase& sc, SessionTarget& target, const St
   cov.models[sc.preset.name] = 1;
   SessionOracle oracle(sc.preset, sc.q_heads, sc.k_heads);
   std::map<std::int64_t, std::vector<std::pair<std::int64_t, std::int64_t>>> vision;
+  std::map<std::int64_t, std::int64_t> delta;  // of each admitted request's prompt
   std::map<std::int64_t, std::int64_t> admitted_at;  // admission sequence number of each live request
   std::set<std::int64_t> ever, negative_counted;
   std::int64_t admissions = 0;
@@ -430,10 +431,7 @@ SessionReport run_session(const SessionCase& sc, SessionTarget& target, const St
         } else {
           spec = true;
           if (r.kind == RowKind::Verify) ++cov.verify_rows; else ++cov.decode_rows;
-          if (tr && tr->num_computed() >= 0) {
-            const PromptPlan plan(sc.preset, tr->request());
-            if (plan.delta() < 0 && negative_counted.insert(r.req).second) ++cov.negative_delta;
-          }
+          if (tr && delta.at(r.req) < 0 && negative_counted.insert(r.req).second) ++cov.negative_delta;
         }
       }
       cov.mixed_steps += prefill && spec;
@@ -453,6 +451,7 @@ SessionReport run_session(const SessionCase& sc, SessionTarget& target, const St
       cov.readmits += !ever.insert(c.req).second;
       cov.prefix_hits += c.cached > 0;
       vision[c.req] = vision_ranges(sc.preset, Request{c.segments});
+      delta[c.req] = PromptPlan(sc.preset, Request{c.segments}).delta();  // once per request, not per row
       admitted_at[c.req] = admissions++;
       negative_counted.erase(c.req);
     }
